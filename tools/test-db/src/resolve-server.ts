@@ -70,7 +70,9 @@ export async function startEmbeddedPostgres(): Promise<EmbeddedPostgres> {
     port,
     user: 'postgres',
     password: 'postgres',
-    persistent: false,
+    // `persistent: false` makes the package's stop() delete the data directory, so `pause()` followed by
+    // `start()` found no cluster and failed; `stop()` below removes the directory itself.
+    persistent: true,
     // As root, Postgres refuses to run; the package then creates and uses an unprivileged user.
     createPostgresUser: process.getuid?.() === 0,
     onLog: () => {},
