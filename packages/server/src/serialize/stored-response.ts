@@ -1,0 +1,50 @@
+import { TRPCError } from '@trpc/server';
+import type { TRPC_ERROR_CODE_KEY } from '@trpc/server/rpc';
+import type { Serializer } from './serializer.js';
+
+/** What a completed call left behind: its result, or the deterministic error it threw. */
+export type StoredOutcome =
+  | { ok: true; data: unknown }
+  | { ok: false; error: { code: TRPC_ERROR_CODE_KEY; message: string } };
+
+// Bumped if the envelope ever changes, so rows written by an older version are still read correctly.
+const FORMAT_VERSION = 1;
+
+/**
+ * The exact text stored in the `response` column: a JSON envelope around the serializer's output.
+ * JSON escapes U+0000 and lone surrogates, so the text is valid for a Postgres `text` column and reads back
+ * byte for byte (unlike `jsonb`, which would reorder keys and reject "\u0000").
+ */
+export function encodeStoredResponse(outcome: StoredOutcome, serializer: Serializer): string {
+  if (outcome.ok) return JSON.stringify({ v: FORMAT_VERSION, ok: true, data: serializer.serialize(outcome.data) });
+  const { code, message } = outcome.error;
+  return JSON.stringify({ v: FORMAT_VERSION, ok: false, error: { code, message } });
+}
+
+function corrupt(detail: string): Error {
+  return new Error(`Stored idempotency response cannot be read (${detail}); was it written by another tool?`);
+}
+
+/** Reads what `encodeStoredResponse` wrote, with the same serializer. */
+export function decodeStoredResponse(text: string, serializer: Serializer): StoredOutcome {
+  let envelope: unknown;
+  try {
+    envelope = JSON.parse(text);
+  } catch (error) {
+    throw corrupt(`not JSON: ${(error as Error).message}`);
+  }
+  if (typeof envelope !== 'object' || envelope === null) throw corrupt('not an object');
+  const e = envelope as { v?: unknown; ok?: unknown; data?: unknown; error?: unknown };
+  if (e.v !== FORMAT_VERSION) throw corrupt(`unknown format version ${JSON.stringify(e.v)}`);
+  if (e.ok === true) return { ok: true, data: serializer.deserialize(e.data) };
+  if (e.ok !== false) throw corrupt('no ok flag');
+  const error = e.error as { code?: unknown; message?: unknown } | null | undefined;
+  if (typeof error?.code !== 'string' || typeof error.message !== 'string') throw corrupt('malformed error');
+  return { ok: false, error: { code: error.code as TRPC_ERROR_CODE_KEY, message: error.message } };
+}
+
+/** Hands a stored outcome back to tRPC: the data, or the stored error thrown again. */
+export function replayOutcome(outcome: StoredOutcome): unknown {
+  if (outcome.ok) return outcome.data;
+  throw new TRPCError({ code: outcome.error.code, message: outcome.error.message });
+}
