@@ -1,0 +1,176 @@
+import { type Operation, type OperationContext, TRPCClientError, type TRPCLink } from '@trpc/client';
+import type { AnyRouter } from '@trpc/server';
+import { observable, type Unsubscribable } from '@trpc/server/observable';
+import { AttemptTimeoutError } from './idempotencyError.js';
+import { backoffDelay } from './internals/backoff.js';
+import { type IdempotencyLinkOptions, resolveOptions } from './internals/options.js';
+import { wasReplayed } from './internals/responseMeta.js';
+import { classifyError } from './internals/retryPolicy.js';
+import { isValidKey } from './internals/structuredFields.js';
+import type { IdempotencyCallInfo } from './types.js';
+
+/**
+ * Gives each opted-in mutation an idempotency key, once per logical call, and retries it with that same
+ * key under the retry policy, backoff, time cap and retry budget. Queries, subscriptions and mutations not
+ * in `procedures` pass through untouched. Put it before the terminating HTTP link, whose `headers` must be
+ * {@link idempotencyHeaders} so the key reaches the server.
+ */
+export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLinkOptions<TRouter>): TRPCLink<TRouter> {
+  const o = resolveOptions(opts as Omit<typeof opts, 'procedures'> & { procedures: readonly string[] | 'all' });
+  return () =>
+    ({ op, next }) => {
+      if (op.type !== 'mutation' || !o.isGuarded(op.path)) return next(op);
+
+      return observable((observer) => {
+        const info: IdempotencyCallInfo = op.context.idempotencyInfo ?? {
+          attempts: 0,
+          replayed: false,
+          settled: false,
+        };
+        const given = op.context.idempotencyKey;
+        let key: string;
+        try {
+          key = typeof given === 'string' ? given : o.generateKey();
+        } catch (cause) {
+          observer.error(TRPCClientError.from(cause as Error));
+          return;
+        }
+        if (!isValidKey(key)) {
+          observer.error(
+            TRPCClientError.from(
+              new TypeError(
+                `idempotencyLink: key ${JSON.stringify(key)} for ${op.path} is not 1–255 characters of visible ASCII`,
+              ),
+            ),
+          );
+          return;
+        }
+        Object.assign(info, { key, attempts: 0, replayed: false, settled: false });
+
+        const startedAt = Date.now();
+        let attempt = 0;
+        let previousBackoff: number | undefined;
+        let current: Unsubscribable | undefined;
+        let attemptTimer: ReturnType<typeof setTimeout> | undefined;
+        let backoffTimer: ReturnType<typeof setTimeout> | undefined;
+        let finished = false;
+        let attemptContext: OperationContext = {};
+
+        const stopAttempt = () => {
+          clearTimeout(attemptTimer);
+          current?.unsubscribe();
+          current = undefined;
+        };
+
+        const finish = (error?: unknown) => {
+          if (finished) return;
+          finished = true;
+          clearTimeout(backoffTimer);
+          stopAttempt();
+          op.signal?.removeEventListener('abort', onAbort);
+          info.settled = true;
+          o.onSettled?.({ op, key, attempts: info.attempts, replayed: info.replayed, settled: true, error });
+          if (error !== undefined) observer.error(TRPCClientError.from(error as Error));
+        };
+
+        // Cancels a pending backoff or a running attempt at once; nothing more is sent.
+        const onAbort = () => {
+          const reason: unknown = op.signal?.reason;
+          finish(reason instanceof Error ? reason : new DOMException('The call was aborted', 'AbortError'));
+        };
+
+        const send = () => {
+          attempt++;
+          info.attempts = attempt;
+          // A fresh context per attempt: idempotencyHeaders records its batch position against it.
+          const context: OperationContext = { ...op.context, idempotencyKey: key };
+          attemptContext = context;
+          const attemptOp: Operation = { ...op, context };
+          const remaining = o.maxElapsedMs - (Date.now() - startedAt);
+          const timeoutMs = Math.max(1, Math.min(o.attemptTimeoutMs, remaining));
+          let attemptDone = false;
+          attemptTimer = setTimeout(() => {
+            attemptDone = true;
+            stopAttempt(); // the HTTP links abort their request when unsubscribed
+            onAttemptError(TRPCClientError.from(new AttemptTimeoutError(timeoutMs)));
+          }, timeoutMs);
+
+          const subscription = next(attemptOp).subscribe({
+            next(envelope) {
+              if (finished || attemptDone) return;
+              clearTimeout(attemptTimer);
+              o.budget?.recordAnswered();
+              info.replayed = wasReplayed(envelope.context, context);
+              observer.next(envelope);
+            },
+            error(error) {
+              if (finished || attemptDone) return;
+              attemptDone = true;
+              clearTimeout(attemptTimer);
+              onAttemptError(error);
+            },
+            complete() {
+              if (finished || attemptDone) return;
+              attemptDone = true;
+              finish();
+              observer.complete();
+            },
+          });
+          if (attemptDone || finished) subscription.unsubscribe();
+          else current = subscription;
+        };
+
+        const onAttemptError = (error: unknown) => {
+          current = undefined;
+          const now = Date.now();
+          const verdict = classifyError(error, now);
+          if (!verdict.retry) {
+            // The server stood behind this answer: it is up, which funds other calls' retries.
+            o.budget?.recordAnswered();
+            // A stored error (a business CONFLICT, say) is replayed too.
+            info.replayed = wasReplayed((error as { meta?: unknown }).meta, attemptContext);
+            finish(error);
+            return;
+          }
+          if (attempt >= o.attempts) return finish(error);
+
+          let delayMs: number;
+          if (verdict.retryAfterMs !== undefined) {
+            delayMs = verdict.retryAfterMs; // the server knows best: not jittered
+          } else {
+            delayMs = backoffDelay({
+              retry: attempt,
+              baseDelayMs: o.baseDelayMs,
+              maxDelayMs: o.maxDelayMs,
+              jitter: o.jitter,
+              previousDelayMs: previousBackoff,
+              random: o.random,
+            });
+            previousBackoff = delayMs;
+          }
+          // Sleeping past the total-time cap only to give up afterwards would waste the caller's time.
+          if (now - startedAt + delayMs > o.maxElapsedMs) return finish(error);
+
+          backoffTimer = setTimeout(() => {
+            // Checked when the retry is due, not when the error came: by then the answers of concurrent
+            // calls have landed, so a burst of lost responses among healthy ones is funded by them.
+            if (o.budget && !o.budget.tryAcquireRetry()) return finish(error);
+            o.onRetry?.({ op, attempt: attempt + 1, delayMs, error, key });
+            send();
+          }, delayMs);
+        };
+
+        if (op.signal?.aborted) return onAbort();
+        op.signal?.addEventListener('abort', onAbort, { once: true });
+        send();
+
+        return () => {
+          // Unsubscribing cancels like an abort, but silently: nobody is listening any more.
+          finished = true;
+          clearTimeout(backoffTimer);
+          stopAttempt();
+          op.signal?.removeEventListener('abort', onAbort);
+        };
+      });
+    };
+}

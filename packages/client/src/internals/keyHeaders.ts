@@ -1,0 +1,54 @@
+import {
+  isValidKey,
+  parseStringDictionary,
+  parseStringItem,
+  StructuredFieldError,
+  serializeKeyDictionary,
+  serializeString,
+} from './structuredFields.js';
+
+export const KEY_HEADER = 'Idempotency-Key';
+export const KEYS_HEADER = 'Idempotency-Keys';
+
+/** `Idempotency-Key` for one operation: the key as an SF String. */
+export function encodeKeyHeader(key: string): string {
+  assertKey(key);
+  return serializeString(key);
+}
+
+/** `Idempotency-Keys` for a batch: `b<batchIndex>="<key>"` for each keyed operation. */
+export function encodeKeysHeader(keys: ReadonlyMap<number, string>): string {
+  for (const key of keys.values()) assertKey(key);
+  return serializeKeyDictionary(keys);
+}
+
+/**
+ * Reads `Idempotency-Key` the way the server does (DESIGN.md, Wire contract): a quoted value is an SF
+ * String item, anything else is the raw key. Kept beside the encoder so the conformance vectors pin
+ * both directions of the client's wire format.
+ */
+export function parseKeyHeader(header: string): string {
+  const trimmed = header.trim();
+  const key = trimmed.startsWith('"') ? parseStringItem(trimmed) : trimmed;
+  assertKey(key);
+  return key;
+}
+
+/** Reads `Idempotency-Keys` into batch index → key. */
+export function parseKeysHeader(header: string): Map<number, string> {
+  const out = new Map<number, string>();
+  for (const [name, key] of parseStringDictionary(header)) {
+    assertKey(key);
+    const m = /^b(\d+)$/.exec(name);
+    if (m) out.set(Number(m[1]), key);
+  }
+  return out;
+}
+
+function assertKey(key: string): void {
+  if (!isValidKey(key)) {
+    throw new StructuredFieldError(
+      `Invalid idempotency key ${JSON.stringify(key)}: a key is 1–255 characters of visible ASCII (0x21–0x7E)`,
+    );
+  }
+}

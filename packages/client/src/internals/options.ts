@@ -1,0 +1,134 @@
+import type { Operation } from '@trpc/client';
+import type { AnyRouter } from '@trpc/server';
+import { generateKey } from '../generateKey.js';
+import { type RetryBudget, type RetryBudgetOptions, retryBudget } from '../retryBudget.js';
+import type { IdempotencySettledEvent, MutationPath } from '../types.js';
+import type { Jitter } from './backoff.js';
+
+/** What `onRetry` gets, just before a retry is sent. */
+export interface RetryEvent {
+  op: Operation;
+  /** The attempt about to be sent: 2 for the first retry. */
+  attempt: number;
+  /** How long the link waited before it. */
+  delayMs: number;
+  /** The error of the previous attempt. */
+  error: unknown;
+  key: string;
+}
+
+/** Options of `idempotencyLink`. */
+export interface IdempotencyLinkOptions<TRouter extends AnyRouter> {
+  /**
+   * The mutations that get a key and retries, as dotted paths checked against the router. `'all'` only when
+   * every mutation is guarded by the server middleware: a retried unguarded mutation can run twice.
+   */
+  procedures: readonly MutationPath<TRouter>[] | 'all';
+  /**
+   * Total attempts, the first included. Five attempts with the default backoff span about 4.5 s on average,
+   * enough to ride out a redeploy or a dropped connection.
+   * @default 5
+   */
+  attempts?: number;
+  /** Backoff ceiling before the first retry; it doubles for each further retry. @default 300 */
+  baseDelayMs?: number;
+  /** The most one backoff may wait. @default 10_000 */
+  maxDelayMs?: number;
+  /**
+   * How the backoff is randomised: `'full'` draws in `[0, ceiling)`, which spreads retrying clients best;
+   * `'equal'` in `[ceiling/2, ceiling)`; `'decorrelated'` grows from the previous wait; `'none'` waits the ceiling.
+   * @default 'full'
+   */
+  jitter?: Jitter;
+  /**
+   * Total time for one logical call, in ms. A wait that would end past it is not started: the call fails at
+   * once with its last error. Longer than the server's `wait` + `lease` (5 s + 10 s) so a retry can outlive an
+   * in-flight original.
+   * @default 30_000
+   */
+  maxElapsedMs?: number;
+  /**
+   * Aborts one attempt that got no answer in this many ms; it is then retried with the same key.
+   * @default 10_000
+   */
+  attemptTimeoutMs?: number;
+  /**
+   * The retry budget shared by every call through this link: an object from `retryBudget()`, its options,
+   * or `false` to retry without limit. First attempts are never held back.
+   * @default retryBudget() — ≤ 10 + 0.5 × answered attempts retries per 10 s
+   */
+  budget?: RetryBudget | RetryBudgetOptions | false;
+  /** Makes a call's key when the caller gave none in `context.idempotencyKey`. @default crypto.randomUUID() */
+  generateKey?: () => string;
+  /** Called just before each retry is sent. */
+  onRetry?: (event: RetryEvent) => void;
+  /** Called once per keyed call when it has finished, with its attempts and replay flag. */
+  onSettled?: (event: IdempotencySettledEvent) => void;
+  /** The random source of the jitter, in [0, 1). @default Math.random */
+  random?: () => number;
+}
+
+export interface ResolvedOptions {
+  isGuarded: (path: string) => boolean;
+  attempts: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  jitter: Jitter;
+  maxElapsedMs: number;
+  attemptTimeoutMs: number;
+  budget: RetryBudget | undefined;
+  generateKey: () => string;
+  onRetry: ((event: RetryEvent) => void) | undefined;
+  onSettled: ((event: IdempotencySettledEvent) => void) | undefined;
+  random: () => number;
+}
+
+const JITTERS: readonly Jitter[] = ['full', 'equal', 'decorrelated', 'none'];
+
+/** Merges defaults once and rejects bad options early, naming the option. */
+export function resolveOptions(
+  opts: Omit<IdempotencyLinkOptions<AnyRouter>, 'procedures'> & { procedures: readonly string[] | 'all' },
+): ResolvedOptions {
+  const { procedures } = opts;
+  if (procedures !== 'all' && !Array.isArray(procedures)) {
+    throw new TypeError("idempotencyLink: `procedures` must be an array of mutation paths or 'all'");
+  }
+  const guarded = procedures === 'all' ? undefined : new Set<string>(procedures);
+  const jitter = opts.jitter ?? 'full';
+  if (!JITTERS.includes(jitter)) {
+    throw new TypeError(`idempotencyLink: \`jitter\` must be one of ${JITTERS.join(', ')}, got ${String(jitter)}`);
+  }
+  const budget = opts.budget ?? {};
+  return {
+    isGuarded: guarded ? (path) => guarded.has(path) : () => true,
+    attempts: integer('attempts', opts.attempts ?? 5, 1),
+    baseDelayMs: number('baseDelayMs', opts.baseDelayMs ?? 300),
+    maxDelayMs: number('maxDelayMs', opts.maxDelayMs ?? 10_000),
+    jitter,
+    maxElapsedMs: number('maxElapsedMs', opts.maxElapsedMs ?? 30_000),
+    attemptTimeoutMs: number('attemptTimeoutMs', opts.attemptTimeoutMs ?? 10_000, 1),
+    budget: budget === false ? undefined : isBudget(budget) ? budget : retryBudget(budget),
+    generateKey: opts.generateKey ?? generateKey,
+    onRetry: opts.onRetry,
+    onSettled: opts.onSettled,
+    random: opts.random ?? Math.random,
+  };
+}
+
+function isBudget(value: RetryBudget | RetryBudgetOptions): value is RetryBudget {
+  return typeof (value as RetryBudget).tryAcquireRetry === 'function';
+}
+
+function number(name: string, value: number, min = 0): number {
+  if (typeof value !== 'number' || Number.isNaN(value) || value < min) {
+    throw new RangeError(`idempotencyLink: \`${name}\` must be a number ≥ ${min}, got ${String(value)}`);
+  }
+  return value;
+}
+
+function integer(name: string, value: number, min: number): number {
+  if (!Number.isInteger(value) || value < min) {
+    throw new RangeError(`idempotencyLink: \`${name}\` must be an integer ≥ ${min}, got ${String(value)}`);
+  }
+  return value;
+}
