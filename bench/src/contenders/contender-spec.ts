@@ -1,0 +1,26 @@
+/** Which idempotency implementation a bench server runs in front of the same handlers. */
+export type ContenderKind = 'plain' | 'ours' | 'classic' | 'powertools' | 'node-idempotency';
+
+/** Everything a child server needs to build its router; sent to it as JSON. */
+export interface ContenderSpec {
+  /** Label printed in the tables, e.g. `ours-tx+pool`. */
+  name: string;
+  kind: ContenderKind;
+  /** Ours only: `'transaction'` or `'lease'`. */
+  mode?: 'transaction' | 'lease';
+  /** Ours only: pass the raw `pg` pool for the fast path. */
+  pool?: boolean;
+  /** Ours only: the idempotency table (the scaling and purge scenarios use their own). */
+  table?: string;
+}
+
+export interface ServerConfig {
+  spec: ContenderSpec;
+  databaseUrl: string;
+  redisUrl: string;
+  /** Size of the child's `pg` pool (the same for every contender). */
+  poolMax: number;
+}
+
+/** Marks every key a run sends, so runs never collide with rows of an earlier run. */
+export const runTag = `${Date.now().toString(36)}`;

@@ -1,0 +1,126 @@
+/**
+ * `npm run bench [-- --quick] [--only overhead,replay,storm,round-trips,scaling,purge,client]`
+ * Starts one HTTP server per contender (child processes), runs the scenarios, prints the tables and writes
+ * bench/results/latest.json and docs/benchmarks.md (+ docs/benchmarks-ratios.svg).
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { loadavg } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { type BenchEnv, paramsFromArgs } from './bench-env.ts';
+import type { ContenderSpec } from './contenders/contender-spec.ts';
+import { closeLoadPools } from './load/http-load.ts';
+import { machineFacts } from './report/machine.ts';
+import { writeReport } from './report/write-report.ts';
+import type { BenchResults } from './results.ts';
+import { overheadScenario } from './scenarios/overhead.ts';
+import { replayScenario } from './scenarios/replay.ts';
+import { roundTripScenario } from './scenarios/round-trips.ts';
+import { stormScenario } from './scenarios/storm.ts';
+import { createBenchSchema } from './server/schema.ts';
+import { spawnServer } from './server/spawn-server.ts';
+import { setupDatabase } from './setup-database.ts';
+
+const argv = process.argv.slice(2);
+const params = paramsFromArgs(argv);
+const onlyFlag = argv.indexOf('--only');
+const only = onlyFlag >= 0 ? new Set(argv[onlyFlag + 1]?.split(',')) : undefined;
+const wants = (name: string) => !only || only.has(name);
+const log = (line: string) => console.log(line);
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const oursAvailable = existsSync(`${root}packages/server/dist/index.js`);
+const clientAvailable = existsSync(`${root}packages/client/dist/index.js`);
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+const { tdb, stopServer } = await setupDatabase();
+const started = Date.now();
+const env: BenchEnv = {
+  params,
+  databaseUrl: tdb.url,
+  redisUrl,
+  db: tdb.db,
+  pool: tdb.pool,
+  contenders: [],
+  servers: new Map(),
+  oursAvailable,
+  clientAvailable,
+  log,
+};
+const cleanup = async () => {
+  await closeLoadPools();
+  await Promise.all([...env.servers.values()].map((s) => s.stop()));
+  await tdb.drop();
+  await stopServer();
+};
+process.once('SIGINT', () => void cleanup().finally(() => process.exit(130)));
+
+try {
+  await createBenchSchema(tdb.db);
+  const oursOptions = oursAvailable ? await import('./contenders/ours-setup.ts') : undefined;
+  const supportsPool = oursOptions ? await oursOptions.supportsPoolOption() : false;
+  const contenders: ContenderSpec[] = [{ name: 'plain', kind: 'plain' }];
+  if (oursOptions) {
+    await oursOptions.migrateOurs(tdb.db, undefined);
+    contenders.push({ name: 'ours-tx', kind: 'ours', mode: 'transaction' });
+    if (supportsPool) contenders.push({ name: 'ours-tx+pool', kind: 'ours', mode: 'transaction', pool: true });
+    contenders.push({ name: 'ours-lease', kind: 'ours', mode: 'lease' });
+    if (supportsPool) contenders.push({ name: 'ours-lease+pool', kind: 'ours', mode: 'lease', pool: true });
+  } else {
+    log('! @trpc-idempotency/server is not built: benching the peers only');
+  }
+  contenders.push(
+    { name: 'classic', kind: 'classic' },
+    { name: 'powertools', kind: 'powertools' },
+    { name: 'node-idempotency', kind: 'node-idempotency' },
+  );
+  env.contenders = contenders;
+  for (const spec of contenders) {
+    env.servers.set(spec.name, await spawnServer({ spec, databaseUrl: tdb.url, redisUrl, poolMax: 16 }));
+  }
+  const machine = await machineFacts(tdb.db, redisUrl);
+  log(`machine: ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}, Postgres ${machine.postgres}`);
+  log(`contenders: ${contenders.map((c) => c.name).join(', ')}; load 1-min avg ${machine.loadStart.toFixed(2)}`);
+
+  const results: BenchResults = {
+    params,
+    machine,
+    contenders,
+    command: `npm run bench${params.quick ? ' -- --quick' : ''}`,
+  };
+  if (wants('round-trips')) {
+    log('\n# round trips per request');
+    results.roundTrips = await roundTripScenario(env);
+  }
+  if (wants('overhead')) {
+    log('\n# overhead (first executions, unique keys)');
+    results.overhead = await overheadScenario(env);
+  }
+  if (wants('replay')) {
+    log('\n# replay (completed keys)');
+    results.replay = await replayScenario(env);
+  }
+  if (wants('storm')) {
+    log('\n# duplicate storm');
+    results.storm = await stormScenario(env);
+  }
+  if (oursOptions && wants('scaling')) {
+    log('\n# scaling with table size');
+    results.scaling = await (await import('./scenarios/scaling.ts')).scalingScenario(env);
+  }
+  if (oursOptions && wants('purge')) {
+    log('\n# purge under load');
+    results.purge = await (await import('./scenarios/purge.ts')).purgeScenario(env);
+  }
+  if (clientAvailable && wants('client')) {
+    log('\n# client link');
+    results.client = await (await import('./scenarios/client-link.ts')).clientLinkScenario(env);
+  }
+  machine.loadEnd = loadavg()[0] ?? 0;
+  results.elapsedSeconds = Math.round((Date.now() - started) / 1000);
+  await mkdir(`${root}bench/results`, { recursive: true });
+  await writeFile(`${root}bench/results/latest.json`, `${JSON.stringify(results, null, 2)}\n`);
+  await writeReport(results, root, log);
+} finally {
+  await cleanup();
+}

@@ -1,0 +1,78 @@
+import { round1, round2 } from '../load/stats.ts';
+import type { BenchResults } from '../results.ts';
+import { formatRatio } from '../scenarios/overhead.ts';
+
+/** A markdown table (also readable in a terminal). */
+export function table(head: string[], rows: (string | number)[][]): string[] {
+  const cells = rows.map((r) => r.map(String));
+  const widths = head.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]?.length ?? 0)));
+  const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  return [line(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...cells.map(line)];
+}
+
+const ms = (n: number) => (Number.isFinite(n) ? round2(n).toFixed(2) : '–');
+const num = (n: number) => (Number.isFinite(n) ? String(round1(n)) : '–');
+
+export function overheadTable(results: BenchResults, handler: 'light' | 'payment'): string[] {
+  const rows = (results.overhead ?? []).filter((r) => r.handler === handler);
+  return table(
+    ['contender', 'req/s', 'p50 ms', 'p99 ms', 'ratio to plain (min–max)', 'non-200'],
+    rows.map((r) => [r.contender, Math.round(r.rps), ms(r.p50), ms(r.p99), formatRatio(r.ratio), r.non200]),
+  );
+}
+
+export function replayTable(results: BenchResults): string[] {
+  return table(
+    ['contender', 'req/s', 'p50 ms', 'p99 ms', '÷ plain light', '÷ plain payment', 'non-200'],
+    (results.replay ?? []).map((r) => [
+      r.contender,
+      Math.round(r.rps),
+      ms(r.p50),
+      ms(r.p99),
+      formatRatio(r.ratioLight),
+      formatRatio(r.ratioPayment),
+      r.non200,
+    ]),
+  );
+}
+
+export function roundTripTable(results: BenchResults): string[] {
+  return table(
+    ['contender', 'SQL light', 'SQL payment', 'SQL replay', 'Redis first', 'Redis replay'],
+    (results.roundTrips ?? []).map((r) => [
+      r.contender,
+      num(r.sqlLight),
+      num(r.sqlPayment),
+      num(r.sqlReplay),
+      num(r.redisLight),
+      num(r.redisReplay),
+    ]),
+  );
+}
+
+export function stormTable(results: BenchResults): string[] {
+  return table(
+    ['contender', 'requests', 'executions', 'responses by status', 'all answered ms'],
+    (results.storm ?? []).map((r) => [
+      r.contender,
+      r.requests,
+      r.executions,
+      Object.entries(r.statuses)
+        .map(([k, v]) => `${k}: ${v}`)
+        .join(', '),
+      Math.round(r.allAnsweredMs),
+    ]),
+  );
+}
+
+export function printTables(results: BenchResults): string[] {
+  const out: string[] = [];
+  if (results.roundTrips) out.push('', '## Round trips per request', ...roundTripTable(results));
+  if (results.overhead) {
+    out.push('', '## Overhead, light handler', ...overheadTable(results, 'light'));
+    out.push('', '## Overhead, payment handler', ...overheadTable(results, 'payment'));
+  }
+  if (results.replay) out.push('', '## Replay', ...replayTable(results));
+  if (results.storm) out.push('', '## Duplicate storm', ...stormTable(results));
+  return out;
+}

@@ -1,0 +1,73 @@
+import { type BenchEnv, rotate, server } from '../bench-env.ts';
+import { runTag } from '../contenders/contender-spec.ts';
+import { type LoadResult, runLoad } from '../load/http-load.ts';
+import { median, round2, type Spread, spread } from '../load/stats.ts';
+
+export type HandlerName = 'light' | 'payment';
+
+/** One contender on one handler, over all rounds. */
+export interface OverheadRow {
+  contender: string;
+  handler: HandlerName;
+  rounds: LoadResult[];
+  rps: number;
+  p50: number;
+  p99: number;
+  /** Per-round throughput ratio to `plain` in the same round. */
+  ratio: Spread;
+  non200: number;
+}
+
+/**
+ * First executions with unique keys: every contender on both handlers, in rotated order per round;
+ * the ratio to `plain` is taken inside each round (so machine noise hits both sides), then the median.
+ */
+export async function overheadScenario(env: BenchEnv): Promise<OverheadRow[]> {
+  const { params } = env;
+  const names = env.contenders.map((c) => c.name);
+  const handlers: HandlerName[] = ['light', 'payment'];
+  const results = new Map<string, LoadResult[]>();
+  let seq = 0;
+  for (let round = 0; round < params.rounds; round++) {
+    for (const handler of handlers) {
+      for (const name of rotate(names, round)) {
+        const prefix = `${runTag}-o-${seq++}-`;
+        const result = await runLoad({
+          url: server(env, name).url,
+          path: handler,
+          connections: params.connections,
+          durationMs: params.durationMs,
+          warmupMs: params.warmupMs,
+          key: (i) => `${prefix}${i}`,
+        });
+        const id = `${name}|${handler}`;
+        results.set(id, [...(results.get(id) ?? []), result]);
+        env.log(
+          `  round ${round + 1} ${handler.padEnd(7)} ${name.padEnd(18)} ${result.rps.toFixed(0).padStart(6)} req/s`,
+        );
+      }
+    }
+  }
+  const rows: OverheadRow[] = [];
+  for (const handler of handlers) {
+    const plain = results.get(`plain|${handler}`) ?? [];
+    for (const name of names) {
+      const runs = results.get(`${name}|${handler}`) ?? [];
+      rows.push({
+        contender: name,
+        handler,
+        rounds: runs,
+        rps: median(runs.map((r) => r.rps)),
+        p50: median(runs.map((r) => r.p50)),
+        p99: median(runs.map((r) => r.p99)),
+        ratio: spread(runs.map((r, i) => r.rps / (plain[i]?.rps ?? Number.NaN))),
+        non200: runs.reduce((a, r) => a + r.requests - (r.statuses['200'] ?? 0) + r.errors, 0),
+      });
+    }
+  }
+  return rows;
+}
+
+export function formatRatio(s: Spread): string {
+  return `${round2(s.median).toFixed(2)}× (${round2(s.min).toFixed(2)}–${round2(s.max).toFixed(2)})`;
+}

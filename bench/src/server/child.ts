@@ -1,0 +1,46 @@
+/**
+ * One contender's HTTP server, run as a child process so the load generator never shares its event loop.
+ * Config arrives as JSON in BENCH_SERVER_CONFIG; the port goes back over IPC. The parent can ask for the
+ * number of SQL round trips (every pg Client.query) and Redis commands sent so far.
+ */
+import { createHTTPServer } from '@trpc/server/adapters/standalone';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import type { ServerConfig } from '../contenders/contender-spec.ts';
+import { RedisCounter } from '../contenders/redis-counter.ts';
+import { buildRouter } from './router.ts';
+
+const config = JSON.parse(process.env.BENCH_SERVER_CONFIG ?? '{}') as ServerConfig;
+
+let queries = 0;
+const originalQuery = pg.Client.prototype.query;
+pg.Client.prototype.query = function countedQuery(this: pg.Client, ...args: unknown[]) {
+  queries++;
+  return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
+} as typeof pg.Client.prototype.query;
+
+const pool = new pg.Pool({ connectionString: config.databaseUrl, max: config.poolMax, idleTimeoutMillis: 5000 });
+pool.on('error', () => {});
+const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+const redis = new RedisCounter();
+const router = await buildRouter(config, db, pool, redis);
+
+const server = createHTTPServer({
+  router,
+  createContext: ({ req, res }) => ({ req, res }),
+});
+server.keepAliveTimeout = 60_000;
+server.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, () => {
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  process.send?.({ type: 'ready', port });
+});
+
+process.on('message', (message: { type: string }) => {
+  if (message.type === 'counters') process.send?.({ type: 'counters', queries, redis: redis.commands });
+  if (message.type === 'stop') {
+    server.close();
+    void db.destroy().finally(() => process.exit(0));
+  }
+});
+process.on('disconnect', () => process.exit(0));

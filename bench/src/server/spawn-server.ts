@@ -1,0 +1,58 @@
+import { type ChildProcess, fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { ServerConfig } from '../contenders/contender-spec.ts';
+
+/** A contender's server running in its own process. */
+export interface BenchServer {
+  name: string;
+  url: string;
+  child: ChildProcess;
+  /** SQL round trips and Redis commands the server has sent since it started. */
+  counters(): Promise<{ queries: number; redis: number }>;
+  stop(): Promise<void>;
+}
+
+const childPath = fileURLToPath(new URL('./child.ts', import.meta.url));
+
+export async function spawnServer(config: ServerConfig): Promise<BenchServer> {
+  const child = fork(childPath, [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, BENCH_SERVER_CONFIG: JSON.stringify(config) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) =>
+      reject(new Error(`${config.spec.name} server exited with code ${code} before listening`)),
+    );
+    child.on('message', (m: { type: string; port?: number }) => {
+      if (m.type === 'ready' && m.port) resolve(m.port);
+    });
+  });
+  child.removeAllListeners('exit');
+  return {
+    name: config.spec.name,
+    url: `http://127.0.0.1:${port}`,
+    child,
+    counters: () =>
+      new Promise((resolve) => {
+        const onMessage = (m: { type: string; queries: number; redis: number }) => {
+          if (m.type !== 'counters') return;
+          child.off('message', onMessage);
+          resolve({ queries: m.queries, redis: m.redis });
+        };
+        child.on('message', onMessage);
+        child.send({ type: 'counters' });
+      }),
+    stop: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+        child.once('exit', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        child.send({ type: 'stop' });
+      }),
+  };
+}
