@@ -1,0 +1,5 @@
+import { PaymentsApp } from '@/components/PaymentsApp';
+
+export default function Page() {
+  return <PaymentsApp />;
+}
