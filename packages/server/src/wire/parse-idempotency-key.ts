@@ -65,27 +65,22 @@ const BATCH_MEMBER = /^b(0|[1-9][0-9]*)$/;
  * An empty value is an empty dictionary. Throws `IdempotencyError('key_invalid')`.
  */
 export function parseIdempotencyKeys(headerValue: string): Map<number, string> {
-  const keys = new Map<number, string>();
+  // Member values as parsed: the key String, or null for any other kind of value (token, number, inner list…).
+  const members = new Map<string, string | null>();
   const reader = new StructuredFieldReader(StructuredFieldReader.trimOWS(headerValue));
   try {
     while (!reader.atEnd()) {
-      const memberStart = reader.pos;
       const name = reader.parseKey();
-      if (reader.peek() !== 0x3d) reader.fail(`Idempotency-Keys member "${name}" has no value`);
-      reader.pos++;
-      if (reader.peek() !== 0x22) reader.fail(`the value of "${name}" must be a quoted string`);
-      const key = reader.parseString();
-      reader.skipParameters();
-      const index = Number(BATCH_MEMBER.exec(name)?.[1] ?? Number.NaN);
-      if (!Number.isSafeInteger(index)) {
-        reader.pos = memberStart;
-        reader.fail(`member "${name}" is not b<batchIndex>`);
+      let value: string | null = null; // a member without "=" is the Boolean true
+      if (reader.peek() === 0x3d) {
+        reader.pos++;
+        if (reader.peek() === 0x22) value = reader.parseString();
+        else if (reader.peek() === 0x28) reader.skipInnerList();
+        else reader.skipBareItem();
       }
-      const problem = keyProblem(key);
-      if (problem !== undefined)
-        throw invalid(`The idempotency key of Idempotency-Keys member ${name} is invalid: ${problem}`);
-      // RFC 8941: a later member with the same name overwrites the earlier one.
-      keys.set(index, key);
+      reader.skipParameters();
+      // RFC 8941: a later member with the same name overwrites the earlier one, whatever either held.
+      members.set(name, value);
       reader.skipOWS();
       if (reader.atEnd()) break;
       if (reader.peek() !== 0x2c) reader.fail('members must be separated by commas');
@@ -95,6 +90,19 @@ export function parseIdempotencyKeys(headerValue: string): Map<number, string> {
     }
   } catch (error) {
     throw asInvalid('Idempotency-Keys', error);
+  }
+  const keys = new Map<number, string>();
+  for (const [name, value] of members) {
+    const index = Number(BATCH_MEMBER.exec(name)?.[1] ?? Number.NaN);
+    if (!Number.isSafeInteger(index)) {
+      throw invalid(`Idempotency-Keys member "${name}" is not named b<batchIndex>`);
+    }
+    if (value === null) throw invalid(`The value of Idempotency-Keys member ${name} is not a quoted String`);
+    const problem = keyProblem(value);
+    if (problem !== undefined) {
+      throw invalid(`The idempotency key of Idempotency-Keys member ${name} is invalid: ${problem}`);
+    }
+    keys.set(index, value);
   }
   return keys;
 }

@@ -25,7 +25,17 @@ const isAlpha = (c: number) => isLcalpha(c) || (c >= 0x41 && c <= 0x5a);
 // tchar (RFC 9110) plus ":" and "/", as sf-token allows after its first character.
 const TOKEN_CHARS = /^[!#$%&'*+\-.^_`|~0-9A-Za-z:/]$/;
 const BASE64_CHARS = /^[A-Za-z0-9+/=]$/;
-const HEX_LOWER = /^[0-9a-f]$/;
+const HEX_PAIR = /^[0-9a-f]{2}$/;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function isUtf8(bytes: number[]): boolean {
+  try {
+    utf8.decode(new Uint8Array(bytes));
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 export class StructuredFieldReader {
   pos = 0;
@@ -126,14 +136,28 @@ export class StructuredFieldReader {
     }
   }
 
-  /** Reads any bare item for its syntax only; returns which kind it was. */
-  skipBareItem(): 'string' | 'other' {
-    const c = this.peek();
-    if (c === DQUOTE) {
-      this.parseString();
-      return 'string';
+  /** inner-list = "(" *SP [ sf-item *( 1*SP sf-item ) *SP ] ")" parameters; syntax only. */
+  skipInnerList(): void {
+    this.pos++;
+    for (;;) {
+      this.skipSP();
+      if (this.peek() === 0x29) {
+        this.pos++;
+        this.skipParameters();
+        return;
+      }
+      this.skipBareItem();
+      this.skipParameters();
+      const c = this.peek();
+      if (c !== SP && c !== 0x29) this.fail('items of an inner list must be separated by spaces');
     }
-    if (c === 0x2d || isDigit(c)) this.skipNumber();
+  }
+
+  /** Reads any bare item for its syntax only. */
+  skipBareItem(): void {
+    const c = this.peek();
+    if (c === DQUOTE) this.parseString();
+    else if (c === 0x2d || isDigit(c)) this.skipNumber();
     else if (c === 0x2a || isAlpha(c)) this.skipToken();
     else if (c === 0x3a) this.skipByteSequence();
     else if (c === 0x3f) this.skipBoolean();
@@ -142,7 +166,6 @@ export class StructuredFieldReader {
       this.skipNumber(true);
     } else if (c === 0x25) this.skipDisplayString();
     else this.fail('expected a value');
-    return 'other';
   }
 
   private skipNumber(integerOnly = false): void {
@@ -191,20 +214,23 @@ export class StructuredFieldReader {
     this.pos++;
     if (this.peek() !== DQUOTE) this.fail('expected a quote after %');
     this.pos++;
+    const bytes: number[] = [];
     while (!this.atEnd()) {
       const c = this.input.charCodeAt(this.pos);
       if (c === DQUOTE) {
+        if (!isUtf8(bytes)) this.fail('a display string must decode to UTF-8');
         this.pos++;
         return;
       }
       if (c < 0x20 || c > 0x7e) this.fail('display strings may only contain printable ASCII');
       if (c === 0x25) {
-        if (!HEX_LOWER.test(this.input[this.pos + 1] ?? '') || !HEX_LOWER.test(this.input[this.pos + 2] ?? '')) {
-          this.fail('"%" in a display string must be followed by two lowercase hex digits');
-        }
+        const hex = this.input.slice(this.pos + 1, this.pos + 3);
+        if (!HEX_PAIR.test(hex)) this.fail('"%" in a display string must be followed by two lowercase hex digits');
+        bytes.push(Number.parseInt(hex, 16));
         this.pos += 3;
         continue;
       }
+      bytes.push(c);
       this.pos++;
     }
     this.fail('unterminated display string');

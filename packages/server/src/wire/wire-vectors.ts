@@ -1,0 +1,51 @@
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+// Test-only loader for the shared conformance cases. The shared folder sits beside the repository root, both
+// here (/work/shared next to /work/main) and in CI (<clone>/../shared).
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
+export const WIRE_VECTORS_PATH = path.resolve(repoRoot, '../shared/wire-vectors.json');
+
+export interface KeyVector {
+  header?: string;
+  repeat?: { char: string; count: number };
+  quoted?: boolean;
+  key?: string;
+  key_length?: number;
+  error?: string;
+  note?: string;
+}
+export interface BatchVector {
+  header: string;
+  keys?: Record<string, string>;
+  error?: string;
+  note?: string;
+}
+export interface EncodeVector {
+  key?: string;
+  keys?: Record<string, string>;
+  header: string;
+}
+export interface WireVectors {
+  key: KeyVector[];
+  batch: BatchVector[];
+  encode: EncodeVector[];
+}
+
+export function loadWireVectors(): WireVectors {
+  if (!existsSync(WIRE_VECTORS_PATH)) {
+    throw new Error(
+      `Wire conformance cases not found at ${WIRE_VECTORS_PATH}: the shared/ folder must sit beside the repository root`,
+    );
+  }
+  return JSON.parse(readFileSync(WIRE_VECTORS_PATH, 'utf8')) as WireVectors;
+}
+
+/** The header value a key vector describes (`repeat` builds the long keys). */
+export function headerOf(vector: KeyVector): string {
+  if (vector.header !== undefined) return vector.header;
+  if (!vector.repeat) throw new Error(`Key vector has neither header nor repeat: ${JSON.stringify(vector)}`);
+  const raw = vector.repeat.char.repeat(vector.repeat.count);
+  return vector.quoted ? `"${raw}"` : raw;
+}
