@@ -1,0 +1,201 @@
+import { randomUUID } from 'node:crypto';
+import {
+  createTestDatabase,
+  type EmbeddedPostgres,
+  startEmbeddedPostgres,
+  type TestDatabase,
+} from '@trpc-idempotency/test-db';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { countEvents, formatCounts, ledgerSummary } from '../harness/ledger-checks.ts';
+import { createLedger } from '../harness/payments-app.ts';
+import { createPaymentsClient, emptyClientStats, payUntilDone } from '../harness/payments-client.ts';
+import { ServerProcess } from '../harness/server-process.ts';
+import { callRaw } from '../harness/trpc-http.ts';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const cleanups: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+});
+
+type Result = { paymentId: string; key: string };
+
+/** Sends `count` payments from `clients` clients; resolves with every result by ref. */
+async function traffic(opts: {
+  url: string;
+  clients: number;
+  count: number;
+  prefix: string;
+  stats: ReturnType<typeof emptyClientStats>;
+}) {
+  const results = new Map<string, Result>();
+  const deadline = Date.now() + 60_000;
+  await Promise.all(
+    Array.from({ length: opts.clients }, async (_, c) => {
+      const client = createPaymentsClient({
+        url: opts.url,
+        stats: opts.stats,
+        link: { attemptTimeoutMs: 3_000, baseDelayMs: 50, maxDelayMs: 800, maxElapsedMs: 6_000 },
+      });
+      for (let i = c; i < opts.count; i += opts.clients) {
+        const ref = `${opts.prefix}-${i}`;
+        results.set(ref, await payUntilDone(client, { ref, amount: i + 1 }, opts.stats, deadline));
+      }
+    }),
+  );
+  return results;
+}
+
+/** Every committed payment is in the caller's hands, and every caller's payment is committed once. */
+async function expectExactlyOnce(db: Kysely<any>, results: Map<string, Result>, count: number) {
+  const ledger = await ledgerSummary(db);
+  expect(results.size).toBe(count);
+  expect(ledger).toEqual({ rows: count, distinctRefs: count, duplicatedRefs: 0 });
+  const { rows } = await sql<{ ref: string; id: string }>`select ref, id::text as id from ledger`.execute(db);
+  for (const row of rows) expect(results.get(row.ref)?.paymentId, row.ref).toBe(row.id);
+  return ledger;
+}
+
+describe('database faults', () => {
+  it('stays exactly-once while the server’s database connections are terminated during requests', async () => {
+    const tdb: TestDatabase = await createTestDatabase(inject('pgAdminUrl'));
+    cleanups.push(() => tdb.drop());
+    await createLedger(tdb.db);
+    const appName = `chaos-terminate-${randomUUID().slice(0, 8)}`;
+    const server = new ServerProcess({ databaseUrl: tdb.url, appName, handlerDelayMs: 40 });
+    cleanups.push(() => server.stop());
+    await server.start();
+    const events = countEvents(server);
+
+    let rounds = 0;
+    let terminated = 0;
+    let running = true;
+    const terminator = (async () => {
+      // Bounded: at most 60 rounds, every 150 ms, only this server's connections.
+      while (running && rounds < 60) {
+        await sleep(150);
+        const { rows } = await sql<{ n: number }>`
+          select count(*) filter (where pg_terminate_backend(pid))::int as n
+          from pg_stat_activity where application_name = ${appName} and datname = current_database()`.execute(tdb.db);
+        rounds++;
+        terminated += rows[0]?.n ?? 0;
+      }
+    })();
+    const stats = emptyClientStats();
+    const started = Date.now();
+    const results = await traffic({
+      url: `http://127.0.0.1:${server.port}`,
+      clients: 10,
+      count: 300,
+      prefix: 'term',
+      stats,
+    });
+    running = false;
+    await terminator;
+    events.stop();
+
+    const ledger = await expectExactlyOnce(tdb.db, results, 300);
+    console.log(
+      [
+        `[chaos:pg-terminate] 10 clients, 300 payments, handler 40 ms, ${((Date.now() - started) / 1000).toFixed(1)} s`,
+        `  faults: ${terminated} server connections terminated over ${rounds} rounds of pg_terminate_backend`,
+        `  client: ${stats.attempts} attempts, ${stats.linkRetries} link retries, ${stats.replayed} replays, ${stats.callerResends} caller re-sends`,
+        `  server: ${formatCounts(events.counts)}; process started ${server.starts} time(s)`,
+        `  verified: ${ledger.rows} ledger rows, ${ledger.duplicatedRefs} duplicated, every caller holds the committed payment`,
+      ].join('\n'),
+    );
+    expect(terminated).toBeGreaterThan(10);
+    expect(server.starts).toBe(1);
+  });
+
+  it('answers 503 store_unavailable while Postgres is down and recovers without a restart once it is back', async () => {
+    const pgServer: EmbeddedPostgres = await startEmbeddedPostgres();
+    cleanups.push(() => pgServer.stop());
+    const admin = new pg.Client({ connectionString: pgServer.url });
+    await admin.connect();
+    await admin.query('create database chaos');
+    await admin.end();
+    const url = new URL(pgServer.url);
+    url.pathname = '/chaos';
+    const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
+    pool.on('error', () => {});
+    const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+    cleanups.push(() => db.destroy());
+    await createLedger(db);
+
+    const server = new ServerProcess({ databaseUrl: url.toString(), handlerDelayMs: 40 });
+    cleanups.push(() => server.stop());
+    await server.start();
+    const events = countEvents(server);
+    const stats = emptyClientStats();
+    const started = Date.now();
+
+    const outage = { ms: 0, probes: 0, storeUnavailable: 0, other: new Map<string, number>(), handlerRunsDuring: 0 };
+    const outageRun = (async () => {
+      await sleep(1_000);
+      const down = Date.now();
+      await pgServer.pause();
+      let enters = 0;
+      const countEnter = (e: { ev: string }) => {
+        if (e.ev === 'enter') enters++;
+      };
+      server.on('event', countEnter);
+      // Probe with raw HTTP (no retries) for 2.5 s: each answer must say what happened.
+      while (Date.now() - down < 2_500) {
+        const res = await callRaw({
+          port: server.port,
+          path: 'payments.create',
+          input: { ref: `probe-${outage.probes}`, amount: 1 },
+          key: `"${randomUUID()}"`,
+        });
+        outage.probes++;
+        if (res.status === 503 && res.reason === 'store_unavailable' && Number(res.headers['retry-after']) > 0) {
+          outage.storeUnavailable++;
+        } else {
+          const label = `${res.status} ${res.reason ?? res.code ?? ''}`;
+          outage.other.set(label, (outage.other.get(label) ?? 0) + 1);
+        }
+        await sleep(100);
+      }
+      server.off('event', countEnter);
+      outage.handlerRunsDuring = enters;
+      await pgServer.start();
+      outage.ms = Date.now() - down;
+    })();
+    const results = await traffic({
+      url: `http://127.0.0.1:${server.port}`,
+      clients: 8,
+      count: 200,
+      prefix: 'outage',
+      stats,
+    });
+    await outageRun;
+    // After the outage, new calls go through on the same process.
+    const after = await traffic({
+      url: `http://127.0.0.1:${server.port}`,
+      clients: 4,
+      count: 20,
+      prefix: 'after',
+      stats,
+    });
+    events.stop();
+    for (const [ref, r] of after) results.set(ref, r);
+
+    const ledger = await expectExactlyOnce(db, results, 220);
+    console.log(
+      [
+        `[chaos:pg-outage] 8 clients, 200 payments, Postgres stopped for ${(outage.ms / 1000).toFixed(1)} s, then 20 more payments; ${((Date.now() - started) / 1000).toFixed(1)} s`,
+        `  during the outage: ${outage.probes} probes, ${outage.storeUnavailable} answered 503 store_unavailable with Retry-After, others: ${formatCounts(outage.other)}, handler runs: ${outage.handlerRunsDuring}`,
+        `  client: ${stats.attempts} attempts, ${stats.linkRetries} link retries, ${stats.replayed} replays, ${stats.callerResends} caller re-sends`,
+        `  server: ${formatCounts(events.counts)}; process started ${server.starts} time(s)`,
+        `  verified: ${ledger.rows} ledger rows, ${ledger.duplicatedRefs} duplicated, every caller holds the committed payment`,
+      ].join('\n'),
+    );
+    expect(outage.probes).toBeGreaterThan(5);
+    expect(outage.storeUnavailable).toBe(outage.probes);
+    expect(outage.handlerRunsDuring).toBe(0);
+    expect(server.starts).toBe(1);
+  });
+});

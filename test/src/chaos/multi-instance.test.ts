@@ -1,0 +1,116 @@
+import { randomUUID } from 'node:crypto';
+import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { FaultProxy } from '../harness/fault-proxy.ts';
+import { countEvents, formatCounts, ledgerSummary } from '../harness/ledger-checks.ts';
+import { createLedger } from '../harness/payments-app.ts';
+import { createPaymentsClient, emptyClientStats, payUntilDone } from '../harness/payments-client.ts';
+import { chaosSeed } from '../harness/seeded-random.ts';
+import { type ServerEvent, ServerProcess } from '../harness/server-process.ts';
+
+const INSTANCES = 3;
+const SEED = chaosSeed(4);
+
+describe.each([
+  ['transaction', 150, {}],
+  ['lease', 100, { leaseMs: 2_000, waitMs: 1_000 }],
+] as const)('several server instances sharing one database (%s mode)', (mode, payments, modeOptions) => {
+  let tdb: TestDatabase;
+  let servers: ServerProcess[] = [];
+  let proxy: FaultProxy;
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase(inject('pgAdminUrl'));
+    await createLedger(tdb.db);
+    servers = Array.from(
+      { length: INSTANCES },
+      (_, i) =>
+        new ServerProcess({
+          databaseUrl: tdb.url,
+          mode,
+          instance: `i${i}`,
+          handlerDelayMs: 60,
+          logHits: true,
+          ...modeOptions,
+        }),
+    );
+    // Started together: their concurrent migrate() calls are part of what is tested.
+    await Promise.all(servers.map((s) => s.start()));
+    proxy = await new FaultProxy({
+      upstreams: servers.map((s) => s.port),
+      seed: SEED,
+      faults: { drop: 0.05 },
+    }).listen();
+  });
+
+  afterAll(async () => {
+    await proxy?.close();
+    await Promise.all(servers.map((s) => s.stop()));
+    await tdb?.drop();
+  });
+
+  it('executes once per key when three copies of each call hit different instances at once', async () => {
+    const events = countEvents(...servers);
+    const hitsByKey = new Map<string, Set<string>>();
+    const listeners = servers.map((s, i) => {
+      const listener = (e: ServerEvent) => {
+        if (e.ev !== 'hit') return;
+        const key = String(e.key).replaceAll('"', '');
+        const set = hitsByKey.get(key) ?? new Set<string>();
+        set.add(`i${i}`);
+        hitsByKey.set(key, set);
+      };
+      s.on('event', listener);
+      return () => s.off('event', listener);
+    });
+    const stats = emptyClientStats();
+    // Three independent clients, as three browser tabs or three app servers would be.
+    const clients = Array.from({ length: 3 }, () =>
+      createPaymentsClient({
+        url: proxy.url,
+        stats,
+        link: { attemptTimeoutMs: 4_000, baseDelayMs: 50, maxDelayMs: 800, maxElapsedMs: 15_000 },
+      }),
+    );
+    const started = Date.now();
+    const deadline = started + 60_000;
+    const outcomes = new Map<string, string[]>();
+    const lanes = 10;
+    await Promise.all(
+      Array.from({ length: lanes }, async (_, lane) => {
+        for (let i = lane; i < payments; i += lanes) {
+          const ref = `${mode}-${i}`;
+          const key = randomUUID();
+          const copies = await Promise.all(
+            clients.map((client) =>
+              payUntilDone(client, { ref, amount: i + 1 }, stats, deadline, key).then((r) => r.paymentId),
+            ),
+          );
+          outcomes.set(ref, copies);
+        }
+      }),
+    );
+    for (const off of listeners) off();
+    events.stop();
+
+    const ledger = await ledgerSummary(tdb.db);
+    const spread = [...hitsByKey.values()].filter((s) => s.size >= 2).length;
+    const { rows } = await sql<{ instance: string; n: number }>`
+      select instance, count(*)::int as n from ledger group by instance order by instance`.execute(tdb.db);
+    console.log(
+      [
+        `[chaos:multi-instance:${mode}] ${INSTANCES} instances behind a round-robin proxy, ${payments} payments × 3 concurrent copies with one key, ${((Date.now() - started) / 1000).toFixed(1)} s`,
+        `  proxy: ${proxy.stats.requests} requests, per instance ${proxy.stats.perUpstream.join('/')}, ${proxy.stats.drops} responses dropped`,
+        `  spread: ${spread} of ${hitsByKey.size} keys reached 2 or more instances`,
+        `  client: ${stats.attempts} attempts, ${stats.linkRetries} link retries, ${stats.replayed} replays, ${stats.callerResends} caller re-sends`,
+        `  server: ${formatCounts(events.counts)}; executions per instance: ${rows.map((r) => `${r.instance} ${r.n}`).join(', ')}`,
+        `  verified: ${ledger.rows} ledger rows, ${ledger.duplicatedRefs} duplicated; all 3 copies of every call got the same payment`,
+      ].join('\n'),
+    );
+    expect(ledger).toEqual({ rows: payments, distinctRefs: payments, duplicatedRefs: 0 });
+    for (const [ref, copies] of outcomes) expect(new Set(copies).size, ref).toBe(1);
+    expect(spread).toBeGreaterThan(payments * 0.8);
+    expect(rows.length).toBe(INSTANCES);
+  });
+});

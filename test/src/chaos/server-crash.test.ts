@@ -1,0 +1,149 @@
+import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { countEvents, formatCounts, ledgerSummary } from '../harness/ledger-checks.ts';
+import { PaymentProvider } from '../harness/payment-provider.ts';
+import { createLedger } from '../harness/payments-app.ts';
+import { createPaymentsClient, emptyClientStats, payUntilDone } from '../harness/payments-client.ts';
+import { chaosSeed, seededRandom } from '../harness/seeded-random.ts';
+import { type ServerEvent, ServerProcess } from '../harness/server-process.ts';
+
+const CLIENTS = 10;
+const PAYMENTS = 150;
+const MAX_KILLS = 6;
+const HANDLER_MS = 150;
+const SEED = chaosSeed(6);
+
+let provider: PaymentProvider;
+beforeAll(async () => {
+  provider = await new PaymentProvider().listen();
+});
+afterAll(async () => {
+  await provider?.close();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Kills the server with SIGKILL a few ms after a handler started (so mid-handler), every 10–25 handler
+ * starts, at most `MAX_KILLS` times, and starts it again on the same port.
+ */
+function startKiller(server: ServerProcess, random: () => number) {
+  const inFlight = new Set<string>();
+  let sinceKill = 0;
+  let nextKillAt = 10 + Math.floor(random() * 15);
+  let pending: Promise<void> | undefined;
+  const figures = { kills: 0, handlersKilledMidway: 0 };
+  const onEvent = (e: ServerEvent) => {
+    if (e.ev === 'leave') inFlight.delete(String(e.key));
+    if (e.ev !== 'enter') return;
+    inFlight.add(String(e.key));
+    sinceKill++;
+    if (pending || figures.kills >= MAX_KILLS || sinceKill < nextKillAt) return;
+    pending = (async () => {
+      await sleep(Math.floor(random() * HANDLER_MS * 0.8));
+      figures.kills++;
+      figures.handlersKilledMidway += inFlight.size;
+      await server.kill();
+      inFlight.clear();
+      await sleep(100);
+      await server.start();
+      sinceKill = 0;
+      nextKillAt = 10 + Math.floor(random() * 15);
+      pending = undefined;
+    })();
+  };
+  server.on('event', onEvent);
+  return {
+    figures,
+    async stop() {
+      server.off('event', onEvent);
+      await pending;
+    },
+  };
+}
+
+describe.each([
+  ['transaction', {}],
+  ['lease', { leaseMs: 1_000, waitMs: 300 }],
+] as const)('server crash mid-handler (%s mode)', (mode, modeOptions) => {
+  let tdb: TestDatabase;
+  let server: ServerProcess;
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase(inject('pgAdminUrl'));
+    await createLedger(tdb.db);
+    server = new ServerProcess({
+      databaseUrl: tdb.url,
+      mode,
+      handlerDelayMs: HANDLER_MS,
+      providerUrl: provider.url,
+      ...modeOptions,
+    });
+    await server.start();
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+    await tdb?.drop();
+  });
+
+  it('writes each payment and its keyed charge exactly once while the server is SIGKILLed and restarted', async () => {
+    const chargesBefore = provider.charges.length;
+    const events = countEvents(server);
+    const killer = startKiller(server, seededRandom(SEED + (mode === 'lease' ? 1 : 0)));
+    const stats = emptyClientStats();
+    const started = Date.now();
+    const deadline = started + 60_000;
+    const results = new Map<string, { paymentId: string; chargeId: string | null; key: string }>();
+    await Promise.all(
+      Array.from({ length: CLIENTS }, async (_, c) => {
+        const client = createPaymentsClient({
+          url: `http://127.0.0.1:${server.port}`,
+          stats,
+          link: { attemptTimeoutMs: 3_000, baseDelayMs: 100, maxDelayMs: 1_000, maxElapsedMs: 8_000 },
+        });
+        for (let i = c; i < PAYMENTS; i += CLIENTS) {
+          const ref = `${mode}-${i}`;
+          const result = await payUntilDone(client, { ref, amount: i + 1, provider: true }, stats, deadline);
+          results.set(ref, result);
+        }
+      }),
+    );
+    await killer.stop();
+    events.stop();
+    const elapsed = Date.now() - started;
+
+    const ledger = await ledgerSummary(tdb.db);
+    const charges = provider.charges.slice(chargesBefore);
+    const keyed = charges.filter((c) => c.key !== undefined);
+    const unkeyed = charges.filter((c) => c.key === undefined);
+    const perRef = new Map<string, number>();
+    for (const c of unkeyed) perRef.set(c.ref, (perRef.get(c.ref) ?? 0) + 1);
+    const repeatedRefs = [...perRef.values()].filter((n) => n > 1).length;
+    const { kills, handlersKilledMidway } = killer.figures;
+    console.log(
+      [
+        `[chaos:server-crash:${mode}] seed ${SEED}, ${CLIENTS} clients, ${PAYMENTS} payments, handler ${HANDLER_MS} ms${mode === 'lease' ? `, lease ${modeOptions.leaseMs} ms, wait ${modeOptions.waitMs} ms` : ''}, ${(elapsed / 1000).toFixed(1)} s`,
+        `  faults: ${kills} SIGKILLs with ${handlersKilledMidway} handlers mid-flight, ${server.starts} server starts`,
+        `  client: ${stats.attempts} attempts, ${stats.linkRetries} link retries, ${stats.replayed} replays, ${stats.callerResends} caller re-sends`,
+        `  server: ${formatCounts(events.counts)}`,
+        `  verified: ${ledger.rows} ledger rows for ${ledger.distinctRefs} payments (${ledger.duplicatedRefs} duplicated); keyed provider charges ${keyed.length} for ${PAYMENTS} payments`,
+        `  measured: unkeyed provider charges ${unkeyed.length} for ${PAYMENTS} payments: ${unkeyed.length - PAYMENTS} repeats on ${repeatedRefs} payments (${((repeatedRefs / PAYMENTS) * 100).toFixed(1)}%)`,
+      ].join('\n'),
+    );
+
+    expect(results.size).toBe(PAYMENTS);
+    expect(ledger).toEqual({ rows: PAYMENTS, distinctRefs: PAYMENTS, duplicatedRefs: 0 });
+    const { rows } = await sql<{ ref: string; id: string }>`select ref, id::text as id from ledger`.execute(tdb.db);
+    for (const row of rows) expect(results.get(row.ref)?.paymentId, row.ref).toBe(row.id);
+    // The keyed external effect: one charge per payment, and the caller holds that very charge.
+    expect(keyed.length).toBe(PAYMENTS);
+    expect(new Set(keyed.map((c) => c.ref)).size).toBe(PAYMENTS);
+    for (const c of keyed) expect(results.get(c.ref)?.chargeId, c.ref).toBe(c.chargeId);
+    // The unkeyed one ran at least once per payment; repeats are measured above, not promised away.
+    expect(perRef.size).toBe(PAYMENTS);
+    expect(kills).toBeGreaterThanOrEqual(3);
+    expect(handlersKilledMidway).toBeGreaterThan(0);
+  });
+});

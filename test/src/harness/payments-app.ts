@@ -1,0 +1,145 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { initTRPC } from '@trpc/server';
+import { createIdempotency, idempotencyErrorFormatter } from '@trpc-idempotency/server';
+import { type Kysely, sql } from 'kysely';
+import { z } from 'zod';
+
+/** The request context of the test servers: the Node request/response and the caller, from `x-user`. */
+export interface AppContext {
+  req: IncomingMessage;
+  res: ServerResponse;
+  user: string;
+}
+
+export interface PaymentsAppOptions {
+  /** Kysely on the database holding `idempotency_keys` and `ledger`. */
+  db: Kysely<any>;
+  /** Idempotency mode. Default `'transaction'`. */
+  mode?: 'transaction' | 'lease';
+  /** Lease length in ms (lease mode). Default: the package's. */
+  lease?: number;
+  /** How long a duplicate waits for the original. Default: the package's. */
+  wait?: number;
+  /** Largest stored result. Default: the package's. */
+  maxResponseBytes?: number;
+  /** Default handler delay in ms for `payments.create`, overridable per call by `input.delayMs`. Default 0. */
+  handlerDelayMs?: number;
+  /** Simulated payment provider; when set, `payments.create` with `provider: true` charges through it. */
+  providerUrl?: string;
+  /** Name of this server instance, returned in results and the `x-instance` header. Default `'main'`. */
+  instance?: string;
+  /** Called when a handler starts, before any effect: lets a parent process kill the server mid-handler. */
+  onEnter?: (info: { path: string; ref: string | undefined; key: string; takeover: boolean }) => void;
+  /** Called when a `payments.create` handler has finished its work and returns (its result not yet stored). */
+  onLeave?: (info: { ref: string; key: string }) => void;
+  /** Forwarded to the middleware's `onEvent`. */
+  onEvent?: (event: unknown) => void;
+}
+
+/** Counters the in-process tests read: how often handlers really ran. */
+export interface AppCounters {
+  executions: number;
+}
+
+/** The ledger the payments write to; deliberately without a unique constraint, so a duplicate would show. */
+export async function createLedger(db: Kysely<any>): Promise<void> {
+  await sql`create table if not exists ledger (
+    id bigserial primary key,
+    ref text not null,
+    amount integer not null,
+    user_id text not null,
+    idem_key text not null,
+    instance text not null,
+    created_at timestamptz not null default clock_timestamp()
+  )`.execute(db);
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Builds the payments router the chaos and hostile tests run, in a child process or in the test process. */
+export function createPaymentsApp(opts: PaymentsAppOptions) {
+  const instance = opts.instance ?? 'main';
+  const counters: AppCounters = { executions: 0 };
+  const t = initTRPC.context<AppContext>().create({ errorFormatter: idempotencyErrorFormatter });
+  const idempotency = createIdempotency({
+    db: opts.db,
+    scope: ({ ctx }: { ctx: AppContext }) => `user:${ctx.user}`,
+    ...(opts.mode ? { mode: opts.mode } : {}),
+    ...(opts.lease !== undefined ? { lease: opts.lease } : {}),
+    ...(opts.wait !== undefined ? { wait: opts.wait } : {}),
+    ...(opts.maxResponseBytes !== undefined ? { maxResponseBytes: opts.maxResponseBytes } : {}),
+    ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
+  });
+  const procedure = t.procedure.use(idempotency.middleware);
+
+  const charge = async (ref: string, key: string | undefined) => {
+    const res = await fetch(`${opts.providerUrl}/charge`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(key === undefined ? { ref } : { ref, key }),
+    });
+    if (!res.ok) throw new Error(`provider answered ${res.status}`);
+    return ((await res.json()) as { chargeId: string }).chargeId;
+  };
+
+  const router = t.router({
+    payments: t.router({
+      create: procedure
+        .input(
+          z.object({
+            ref: z.string(),
+            amount: z.number().int(),
+            delayMs: z.number().int().nonnegative().optional(),
+            provider: z.boolean().optional(),
+          }),
+        )
+        .mutation(async ({ ctx, input }) => {
+          counters.executions++;
+          const { key, db, takeover } = ctx.idempotency;
+          opts.onEnter?.({ path: 'payments.create', ref: input.ref, key, takeover });
+          const row = await db
+            .insertInto('ledger')
+            .values({ ref: input.ref, amount: input.amount, user_id: ctx.user, idem_key: key, instance })
+            .returning('id')
+            .executeTakeFirstOrThrow();
+          let chargeId: string | undefined;
+          if (input.provider && opts.providerUrl) {
+            // The keyed charge is what the docs recommend; the unkeyed one measures what happens without it.
+            chargeId = await charge(input.ref, key);
+            await charge(input.ref, undefined);
+          }
+          const delay = input.delayMs ?? opts.handlerDelayMs ?? 0;
+          if (delay > 0) await sleep(delay);
+          opts.onLeave?.({ ref: input.ref, key });
+          return { paymentId: String(row.id), ref: input.ref, instance, chargeId: chargeId ?? null };
+        }),
+      /** Echoes any JSON input with a per-execution number: a replay repeats the number, a re-run does not. */
+      echo: procedure.input(z.unknown()).mutation(({ ctx, input }) => {
+        counters.executions++;
+        opts.onEnter?.({ path: 'payments.echo', ref: undefined, key: ctx.idempotency.key, takeover: false });
+        return { user: ctx.user, run: counters.executions, input };
+      }),
+      /** Writes a ledger row and returns `bytes` characters: for the stored-size limit. */
+      blob: procedure
+        .input(z.object({ ref: z.string(), bytes: z.number().int().nonnegative() }))
+        .mutation(async ({ ctx, input }) => {
+          counters.executions++;
+          await ctx.idempotency.db
+            .insertInto('ledger')
+            .values({ ref: input.ref, amount: 0, user_id: ctx.user, idem_key: ctx.idempotency.key, instance })
+            .execute();
+          return { ref: input.ref, data: 'x'.repeat(input.bytes) };
+        }),
+    }),
+  });
+
+  const createContext = ({ req, res }: { req: IncomingMessage; res: ServerResponse }): AppContext => {
+    res.setHeader('x-instance', instance);
+    const user = req.headers['x-user'];
+    return { req, res, user: typeof user === 'string' && user ? user : 'alice' };
+  };
+
+  return { router, createContext, idempotency, counters };
+}
+
+export type PaymentsRouter = ReturnType<typeof createPaymentsApp>['router'];

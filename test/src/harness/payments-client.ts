@@ -1,0 +1,109 @@
+import { createTRPCClient, httpLink, TRPCClientError } from '@trpc/client';
+import {
+  type IdempotencyCallInfo,
+  type IdempotencyLinkOptions,
+  idempotencyFetch,
+  idempotencyHeaders,
+  idempotencyLink,
+} from '@trpc-idempotency/client';
+import type { PaymentsRouter } from './payments-app.ts';
+
+/** What the clients of one test did, summed over every client. */
+export interface ClientStats {
+  /** Logical calls started. */
+  calls: number;
+  /** Retries the link sent by itself. */
+  linkRetries: number;
+  /** HTTP attempts, as the link counted them. */
+  attempts: number;
+  /** Calls answered with a stored result. */
+  replayed: number;
+  /** Times the link gave up and the caller sent the call again with the same key. */
+  callerResends: number;
+  /** The errors the link gave up with, by message prefix. */
+  giveUps: Map<string, number>;
+}
+
+export const emptyClientStats = (): ClientStats => ({
+  calls: 0,
+  linkRetries: 0,
+  attempts: 0,
+  replayed: 0,
+  callerResends: 0,
+  giveUps: new Map(),
+});
+
+/** A tRPC client of the payments router with the real `idempotencyLink` in front of `httpLink`. */
+export function createPaymentsClient(opts: {
+  url: string;
+  stats: ClientStats;
+  user?: string;
+  link?: Omit<IdempotencyLinkOptions<PaymentsRouter>, 'procedures' | 'onRetry' | 'onSettled'>;
+}) {
+  const { stats } = opts;
+  return createTRPCClient<PaymentsRouter>({
+    links: [
+      idempotencyLink<PaymentsRouter>({
+        procedures: ['payments.create'],
+        ...opts.link,
+        onRetry: () => {
+          stats.linkRetries++;
+        },
+        onSettled: (event) => {
+          stats.attempts += event.attempts;
+          if (event.replayed) stats.replayed++;
+        },
+      }),
+      httpLink({
+        url: opts.url,
+        headers: idempotencyHeaders.with({ 'x-user': opts.user ?? 'alice' }),
+        fetch: idempotencyFetch(),
+      }),
+    ],
+  });
+}
+
+export type PaymentsClient = ReturnType<typeof createPaymentsClient>;
+export type PaymentInput = { ref: string; amount: number; delayMs?: number; provider?: boolean };
+
+/** A failure no retry can fix: the test must fail on it rather than loop. */
+function isFinal(err: unknown): boolean {
+  if (!(err instanceof TRPCClientError)) return false;
+  const status = (err.data as { httpStatus?: number } | undefined)?.httpStatus;
+  return status !== undefined && status >= 400 && status < 500 && ![408, 409, 429].includes(status);
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * One logical payment as an app makes it: the link makes the key and retries; when the link gives up,
+ * the caller sends the call again with the same key (a user's "try again"), until `deadline`.
+ */
+export async function payUntilDone(
+  client: PaymentsClient,
+  input: PaymentInput,
+  stats: ClientStats,
+  deadline: number,
+  /** The caller's own key; when absent the link makes one, and re-sends reuse it. */
+  callerKey?: string,
+): Promise<{ paymentId: string; ref: string; instance: string; chargeId: string | null; key: string }> {
+  stats.calls++;
+  const info: IdempotencyCallInfo = { attempts: 0, replayed: false, settled: false };
+  let key: string | undefined = callerKey;
+  for (;;) {
+    try {
+      const context = key === undefined ? { idempotencyInfo: info } : { idempotencyKey: key, idempotencyInfo: info };
+      const result = await client.payments.create.mutate(input, { context });
+      key ??= info.key;
+      if (key === undefined) throw new Error('the link did not report the key it used');
+      return { ...result, key };
+    } catch (err) {
+      key ??= info.key;
+      if (isFinal(err) || Date.now() > deadline || key === undefined) throw err;
+      stats.callerResends++;
+      const label = err instanceof Error ? err.message.slice(0, 60) : String(err);
+      stats.giveUps.set(label, (stats.giveUps.get(label) ?? 0) + 1);
+      await sleep(100);
+    }
+  }
+}

@@ -1,0 +1,86 @@
+import { connect } from 'node:net';
+
+export interface RawResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  /** The body parsed as JSON, or undefined when it is not JSON. */
+  json: unknown;
+}
+
+/**
+ * Sends one HTTP/1.1 request as raw bytes, so header values fetch would refuse (control characters,
+ * non-ASCII, 1 MB) reach the server, or Node's own parser, exactly as written.
+ */
+export function rawRequest(opts: {
+  port: number;
+  method?: string;
+  path: string;
+  headers?: [string, string | Buffer][];
+  body?: string;
+}): Promise<RawResponse> {
+  const body = Buffer.from(opts.body ?? '', 'utf8');
+  const head: Buffer[] = [
+    Buffer.from(`${opts.method ?? 'POST'} ${opts.path} HTTP/1.1\r\nHost: 127.0.0.1\r\n`, 'latin1'),
+  ];
+  head.push(Buffer.from(`Connection: close\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n`));
+  for (const [name, value] of opts.headers ?? []) {
+    head.push(Buffer.from(`${name}: `, 'latin1'), typeof value === 'string' ? Buffer.from(value, 'utf8') : value);
+    head.push(Buffer.from('\r\n', 'latin1'));
+  }
+  head.push(Buffer.from('\r\n', 'latin1'), body);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ port: opts.port, host: '127.0.0.1' });
+    const chunks: Buffer[] = [];
+    socket.on('data', (c) => chunks.push(c));
+    // The server may answer and close before reading a huge header: a reset after an answer is still an answer.
+    socket.on('error', (err) => (chunks.length ? finish() : reject(err)));
+    socket.on('end', () => finish());
+    socket.on('close', () => finish());
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      try {
+        resolve(parse(Buffer.concat(chunks)));
+      } catch (err) {
+        reject(err);
+      }
+    };
+    socket.write(Buffer.concat(head));
+  });
+}
+
+function parse(raw: Buffer): RawResponse {
+  const text = raw.toString('utf8');
+  const split = text.indexOf('\r\n\r\n');
+  if (split < 0) throw new Error(`no HTTP response: ${JSON.stringify(text.slice(0, 200))}`);
+  const [statusLine = '', ...lines] = text.slice(0, split).split('\r\n');
+  const status = Number(statusLine.split(' ')[1]);
+  const headers: Record<string, string> = {};
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  let body = text.slice(split + 4);
+  if (headers['transfer-encoding'] === 'chunked') body = dechunk(body);
+  let json: unknown;
+  try {
+    json = JSON.parse(body);
+  } catch {
+    json = undefined;
+  }
+  return { status, headers, body, json };
+}
+
+function dechunk(body: string): string {
+  let out = '';
+  let rest = body;
+  for (;;) {
+    const nl = rest.indexOf('\r\n');
+    const size = Number.parseInt(rest.slice(0, nl), 16);
+    if (!size) return out;
+    out += rest.slice(nl + 2, nl + 2 + size);
+    rest = rest.slice(nl + 2 + size + 2);
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * Entry of a payments server run as a child process (`node --import tsx server-main.ts`), so a test can
+ * SIGKILL it mid-handler and start it again on the same port. Configured by environment variables
+ * (see `ServerProcessOptions` in server-process.ts); reports to its parent as JSON lines on stdout.
+ */
+import { createHTTPServer } from '@trpc/server/adapters/standalone';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { createPaymentsApp } from './payments-app.ts';
+
+const env = process.env;
+const report = (event: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(event)}\n`);
+const num = (value: string | undefined) => (value === undefined || value === '' ? undefined : Number(value));
+
+const pool = new pg.Pool({
+  connectionString: env.DATABASE_URL,
+  max: num(env.POOL_MAX) ?? 10,
+  application_name: env.APP_NAME ?? 'chaos-server',
+});
+// Terminated backends and a stopped Postgres surface here; the middleware must cope, the process must live.
+pool.on('error', () => {});
+const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+
+const mode = env.MODE === 'lease' ? 'lease' : 'transaction';
+const app = createPaymentsApp({
+  db,
+  mode,
+  lease: num(env.LEASE_MS),
+  wait: num(env.WAIT_MS),
+  handlerDelayMs: num(env.HANDLER_DELAY_MS),
+  providerUrl: env.PROVIDER_URL,
+  instance: env.INSTANCE,
+  onEnter: (info) => report({ ev: 'enter', ...info }),
+  onLeave: (info) => report({ ev: 'leave', ...info }),
+  onEvent: (event) => report({ ev: 'idem', event }),
+});
+
+await app.idempotency.migrate();
+
+const server = createHTTPServer({ router: app.router, createContext: app.createContext });
+if (env.LOG_HITS === '1') {
+  server.prependListener('request', (req) => {
+    const key = req.headers['idempotency-key'];
+    if (typeof key === 'string') report({ ev: 'hit', key });
+  });
+}
+server.listen(num(env.PORT) ?? 0, '127.0.0.1', () => {
+  const address = server.address();
+  report({ ev: 'listening', port: typeof address === 'object' && address ? address.port : 0 });
+});

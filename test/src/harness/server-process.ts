@@ -1,0 +1,164 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { EventEmitter } from 'node:events';
+import { fileURLToPath } from 'node:url';
+
+export interface ServerProcessOptions {
+  /** Database the server uses (`idempotency_keys` and `ledger`). */
+  databaseUrl: string;
+  /** Port on 127.0.0.1; 0 picks one on first start, then restarts reuse it. Default 0. */
+  port?: number;
+  /** Idempotency mode. Default `'transaction'`. */
+  mode?: 'transaction' | 'lease';
+  /** Lease length in ms. Default: the package's. */
+  leaseMs?: number;
+  /** Duplicate wait in ms. Default: the package's. */
+  waitMs?: number;
+  /** Default handler delay in ms. Default 0. */
+  handlerDelayMs?: number;
+  /** Simulated provider base URL. Default none. */
+  providerUrl?: string;
+  /** Instance name, returned in results. Default `'main'`. */
+  instance?: string;
+  /** `pg` pool size. Default 10. */
+  poolMax?: number;
+  /** `application_name` of its connections, so a test can find and terminate them. Default `'chaos-server'`. */
+  appName?: string;
+  /** Report every request's `Idempotency-Key` as a `hit` event. Default false. */
+  logHits?: boolean;
+}
+
+/** A line the child reported: `listening`, `enter` (a handler started), `idem` (middleware event), `hit`. */
+export interface ServerEvent {
+  ev: string;
+  [field: string]: unknown;
+}
+
+const entry = fileURLToPath(new URL('./server-main.ts', import.meta.url));
+const testRoot = fileURLToPath(new URL('../..', import.meta.url));
+
+/**
+ * The payments server as a child process: start, SIGKILL (mid-handler if you time it on `enter`),
+ * restart on the same port. Emits every reported line as `event`.
+ */
+export class ServerProcess extends EventEmitter<{ event: [ServerEvent]; exit: [number | null, string | null] }> {
+  private child: ChildProcess | undefined;
+  private currentPort: number;
+  private stderr = '';
+  starts = 0;
+  kills = 0;
+
+  constructor(readonly opts: ServerProcessOptions) {
+    super();
+    this.currentPort = opts.port ?? 0;
+  }
+
+  get port(): number {
+    return this.currentPort;
+  }
+
+  get running(): boolean {
+    return this.child !== undefined;
+  }
+
+  /** Starts the server and resolves once it listens. */
+  async start(): Promise<void> {
+    if (this.child) throw new Error('server process already running');
+    const o = this.opts;
+    const env: Record<string, string> = {
+      ...(process.env as Record<string, string>),
+      DATABASE_URL: o.databaseUrl,
+      PORT: String(this.currentPort),
+      MODE: o.mode ?? 'transaction',
+      INSTANCE: o.instance ?? 'main',
+      APP_NAME: o.appName ?? 'chaos-server',
+      LOG_HITS: o.logHits ? '1' : '0',
+    };
+    const optional: [string, number | string | undefined][] = [
+      ['LEASE_MS', o.leaseMs],
+      ['WAIT_MS', o.waitMs],
+      ['HANDLER_DELAY_MS', o.handlerDelayMs],
+      ['PROVIDER_URL', o.providerUrl],
+      ['POOL_MAX', o.poolMax],
+    ];
+    for (const [name, value] of optional) if (value !== undefined) env[name] = String(value);
+    const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+      cwd: testRoot,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    this.starts++;
+    this.stderr = '';
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => {
+      this.stderr = (this.stderr + chunk).slice(-4_000);
+    });
+    let buffered = '';
+    child.stdout?.setEncoding('utf8');
+    child.stdout?.on('data', (chunk: string) => {
+      buffered += chunk;
+      let nl = buffered.indexOf('\n');
+      while (nl >= 0) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        nl = buffered.indexOf('\n');
+        if (!line.startsWith('{')) continue;
+        try {
+          this.emit('event', JSON.parse(line) as ServerEvent);
+        } catch {
+          // A line cut by SIGKILL: nothing to learn from it.
+        }
+      }
+    });
+    child.on('exit', (code, signal) => {
+      if (this.child === child) this.child = undefined;
+      this.emit('exit', code, signal);
+    });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => fail(new Error('server did not listen within 30 s')), 30_000);
+      const onEvent = (e: ServerEvent) => {
+        if (e.ev !== 'listening') return;
+        this.currentPort = Number(e.port);
+        cleanup();
+        resolve();
+      };
+      const onExit = (code: number | null) =>
+        fail(new Error(`server exited (${code}) before listening:\n${this.stderr}`));
+      const cleanup = () => {
+        clearTimeout(timer);
+        this.off('event', onEvent);
+        this.off('exit', onExit);
+      };
+      const fail = (err: Error) => {
+        cleanup();
+        reject(err);
+      };
+      this.on('event', onEvent);
+      this.on('exit', onExit);
+    });
+  }
+
+  /** SIGKILL: no cleanup, no graceful close, open transactions die with their connections. */
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (!child) return;
+    this.kills++;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  /** Stops the server for good (SIGKILL too: tests need no graceful path). */
+  async stop(): Promise<void> {
+    const child = this.child;
+    if (!child) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  /** The last few KB the server wrote to stderr, for failure messages. */
+  get lastStderr(): string {
+    return this.stderr;
+  }
+}
