@@ -1,0 +1,304 @@
+import { createTRPCUntypedClient, type Operation, TRPCClientError } from '@trpc/client';
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
+import { type Answer, ok, scriptedLink } from './__tests__/scriptedLink.js';
+import { getIdempotencyReason } from './idempotencyError.js';
+import { idempotencyLink } from './idempotencyLink.js';
+import type { IdempotencyLinkOptions } from './internals/options.js';
+import { retryBudget } from './retryBudget.js';
+import type { IdempotencyCallInfo } from './types.js';
+
+const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
+
+beforeEach(() => {
+  vi.useFakeTimers();
+  vi.setSystemTime(T0);
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+function setup(script: (attempt: number, op: Operation) => Answer, opts: Partial<IdempotencyLinkOptions<any>> = {}) {
+  const server = scriptedLink(script);
+  const client = createTRPCUntypedClient({
+    links: [idempotencyLink<any>({ procedures: ['pay'], budget: false, random: () => 0.5, ...opts }), server.link],
+  });
+  const gaps = () => server.seen.slice(1).map((s, i) => s.at - server.seen[i]!.at);
+  return { client, seen: server.seen, gaps };
+}
+
+/** Settles a promise without an unhandled rejection while timers run. */
+function settle<T>(p: Promise<T>) {
+  const out: { value?: T; error?: unknown; done: boolean } = { done: false };
+  p.then(
+    (value) => Object.assign(out, { value, done: true }),
+    (error) => Object.assign(out, { error, done: true }),
+  );
+  return out;
+}
+
+const unavailable: Answer = { status: 503 };
+
+describe('keys', () => {
+  test('a guarded mutation carries one generated key on every attempt', async () => {
+    const { client, seen } = setup((n) => (n < 3 ? 'network' : ok('paid')));
+    const call = settle(client.mutation('pay', { amount: 1 }));
+    await vi.runAllTimersAsync();
+    expect(call.value).toBe('paid');
+    const keys = seen.map((s) => s.op.context.idempotencyKey);
+    expect(keys).toHaveLength(3);
+    expect(new Set(keys).size).toBe(1);
+    expect(keys[0]).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  test("the caller's context.idempotencyKey wins over the generator", async () => {
+    const generateKey = vi.fn(() => 'generated');
+    const { client, seen } = setup(() => ok(), { generateKey });
+    await client.mutation('pay', {}, { context: { idempotencyKey: 'form-42' } });
+    expect(seen[0]!.op.context.idempotencyKey).toBe('form-42');
+    expect(generateKey).not.toHaveBeenCalled();
+  });
+
+  test('a caller key that is not visible ASCII fails before anything is sent', async () => {
+    const { client, seen } = setup(() => ok());
+    await expect(client.mutation('pay', {}, { context: { idempotencyKey: 'has space' } })).rejects.toThrow(
+      /visible ASCII/,
+    );
+    expect(seen).toHaveLength(0);
+  });
+
+  test('queries and mutations outside `procedures` pass through once, without a key, never retried', async () => {
+    const { client, seen } = setup(() => unavailable);
+    await expect(client.query('pay', {})).rejects.toThrow();
+    await expect(client.mutation('refund', {})).rejects.toThrow();
+    expect(seen).toHaveLength(2);
+    expect(seen.map((s) => s.op.context.idempotencyKey)).toEqual([undefined, undefined]);
+  });
+});
+
+describe('backoff', () => {
+  test('full jitter waits random() × min(maxDelayMs, baseDelayMs × 2^(n-1)) before retry n', async () => {
+    const { client, gaps } = setup(() => 'network', { random: () => 0.5 });
+    const call = settle(client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    expect(call.error).toBeInstanceOf(TRPCClientError);
+    expect(gaps()).toEqual([150, 300, 600, 1200]);
+  });
+
+  test('full jitter stays below the exponential ceiling for a random() close to 1', async () => {
+    const { client, gaps } = setup(() => 'network', { random: () => 0.999 });
+    settle(client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    const ceilings = [300, 600, 1200, 2400];
+    gaps().forEach((gap, i) => {
+      expect(gap).toBeLessThan(ceilings[i]!);
+      expect(gap).toBeGreaterThanOrEqual(Math.floor(ceilings[i]! * 0.999));
+    });
+  });
+
+  test('the ceiling stops growing at maxDelayMs', async () => {
+    const { client, gaps } = setup(() => 'network', {
+      jitter: 'none',
+      attempts: 6,
+      baseDelayMs: 1000,
+      maxDelayMs: 2500,
+      maxElapsedMs: 60_000,
+    });
+    settle(client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    expect(gaps()).toEqual([1000, 2000, 2500, 2500, 2500]);
+  });
+
+  test('attempts bounds the total number of HTTP attempts, the first included', async () => {
+    const { client, seen } = setup(() => unavailable, { attempts: 3 });
+    const call = settle(client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    expect(seen).toHaveLength(3);
+    expect((call.error as TRPCClientError<any>).data?.httpStatus).toBe(503);
+  });
+});
+
+describe('Retry-After', () => {
+  test('Retry-After in seconds replaces the backoff, unjittered', async () => {
+    const { client, gaps } = setup((n) => (n === 1 ? { status: 503, headers: { 'retry-after': '2' } } : ok()), {
+      random: () => 0,
+    });
+    const call = settle(client.mutation('pay', {}));
+    await vi.advanceTimersByTimeAsync(1999);
+    expect(call.done).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(call.value).toBe('ok');
+    expect(gaps()).toEqual([2000]);
+  });
+
+  test('Retry-After as an HTTP-date waits until that date', async () => {
+    const at = new Date(T0 + 3000).toUTCString();
+    const { client, gaps } = setup((n) => (n === 1 ? { status: 429, headers: { 'retry-after': at } } : ok()));
+    settle(client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    expect(gaps()).toEqual([3000]);
+  });
+
+  test('error.data.idempotency.retryAfterMs of an in_progress 409 is the wait', async () => {
+    const { client, gaps } = setup((n) => (n === 1 ? { status: 409, reason: 'in_progress', retryAfterMs: 750 } : ok()));
+    const call = settle(client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    expect(call.value).toBe('ok');
+    expect(gaps()).toEqual([750]);
+  });
+});
+
+describe('total-time cap', () => {
+  test('a Retry-After past maxElapsedMs fails at once with the last error instead of sleeping', async () => {
+    const { client, seen } = setup(() => ({ status: 503, headers: { 'retry-after': '60' } }), { maxElapsedMs: 30_000 });
+    const call = settle(client.mutation('pay', {}));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(call.done).toBe(true);
+    expect((call.error as TRPCClientError<any>).data?.httpStatus).toBe(503);
+    expect(seen).toHaveLength(1);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  test('a backoff that would end past maxElapsedMs is not started', async () => {
+    const { client, seen } = setup(() => 'network', { jitter: 'none', baseDelayMs: 1000, maxElapsedMs: 2500 });
+    const call = settle(client.mutation('pay', {}));
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(seen).toHaveLength(2);
+    expect(call.done).toBe(true); // the next wait (2000 ms) would end at 3000 > 2500
+  });
+});
+
+describe('retry policy', () => {
+  test.each([
+    [400, undefined],
+    [401, undefined],
+    [403, undefined],
+    [404, undefined],
+    [422, 'payload_mismatch'],
+    [409, undefined],
+    [500, 'response_too_large'],
+  ])('a %i (reason %s) is not retried', async (status, reason) => {
+    const { client, seen } = setup(() => ({ status, ...(reason && { reason }) }));
+    const call = settle(client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    expect(seen).toHaveLength(1);
+    expect((call.error as TRPCClientError<any>).data?.httpStatus).toBe(status);
+  });
+
+  test.each([408, 429, 500, 502, 503, 504])('a %i is retried', async (status) => {
+    const { client, seen } = setup((n) => (n === 1 ? { status } : ok()));
+    const call = settle(client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    expect(call.value).toBe('ok');
+    expect(seen).toHaveLength(2);
+  });
+
+  test('the idempotency in_progress 409 is retried, a business 409 is not', async () => {
+    const inProgress = setup((n) => (n === 1 ? { status: 409, reason: 'in_progress' } : ok()));
+    settle(inProgress.client.mutation('pay', {}));
+    const business = setup(() => ({ status: 409 }));
+    const call = settle(business.client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    expect(inProgress.seen).toHaveLength(2);
+    expect(business.seen).toHaveLength(1);
+    expect(getIdempotencyReason(call.error)).toBeUndefined();
+  });
+});
+
+describe('attempt timeout', () => {
+  test('a hung attempt is aborted after attemptTimeoutMs and retried with the same key', async () => {
+    const { client, seen } = setup((n) => (n === 1 ? 'hang' : ok('late')), { attemptTimeoutMs: 1000, random: () => 0 });
+    const call = settle(client.mutation('pay', {}));
+    await vi.advanceTimersByTimeAsync(999);
+    expect(seen).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(seen[0]!.aborted).toBe(true);
+    await vi.runAllTimersAsync();
+    expect(call.value).toBe('late');
+    expect(seen[1]!.op.context.idempotencyKey).toBe(seen[0]!.op.context.idempotencyKey);
+  });
+});
+
+describe('retry budget', () => {
+  test('retries stop once the shared budget is spent; first attempts still go out', async () => {
+    const budget = retryBudget({ minRetries: 2, retryRatio: 0, windowMs: 10_000 });
+    const { client, seen } = setup(() => 'network', { budget, attempts: 3 });
+    const calls = [1, 2, 3].map(() => settle(client.mutation('pay', {})));
+    await vi.runAllTimersAsync();
+    expect(calls.every((c) => c.error instanceof TRPCClientError)).toBe(true);
+    expect(seen).toHaveLength(3 + 2);
+  });
+
+  test('the budget refills as its window slides', async () => {
+    const budget = retryBudget({ minRetries: 1, retryRatio: 0, windowMs: 10_000 });
+    const { client, seen } = setup(() => 'network', { budget, attempts: 2 });
+    settle(client.mutation('pay', {}));
+    settle(client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    expect(seen).toHaveLength(3);
+    await vi.advanceTimersByTimeAsync(10_000);
+    settle(client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    expect(seen).toHaveLength(5);
+  });
+});
+
+describe('cancellation', () => {
+  test('aborting during a backoff fails the call at once and sends nothing more', async () => {
+    const { client, seen } = setup(() => unavailable, { random: () => 1 });
+    const ac = new AbortController();
+    const call = settle(client.mutation('pay', {}, { signal: ac.signal }));
+    await vi.advanceTimersByTimeAsync(100);
+    expect(seen).toHaveLength(1);
+    ac.abort();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(call.done).toBe(true);
+    expect((call.error as Error).cause).toMatchObject({ name: 'AbortError' });
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(seen).toHaveLength(1);
+  });
+
+  test('unsubscribing during a backoff clears its timer and sends nothing more', async () => {
+    const server = scriptedLink(() => unavailable);
+    const link = idempotencyLink<any>({ procedures: 'all', budget: false })({});
+    const op: Operation = { id: 1, type: 'mutation', path: 'pay', input: {}, context: {}, signal: null };
+    const subscription = link({ op, next: (o) => server.link({})({ op: o, next: () => never() }) }).subscribe({});
+    await vi.advanceTimersByTimeAsync(1);
+    expect(vi.getTimerCount()).toBe(1);
+    subscription.unsubscribe();
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(server.seen).toHaveLength(1);
+  });
+});
+
+describe('hooks and per-call info', () => {
+  test('onRetry reports each retry; context.idempotencyInfo and onSettled report attempts and the replay', async () => {
+    const onRetry = vi.fn();
+    const onSettled = vi.fn();
+    const { client } = setup(
+      (n) => (n === 1 ? 'network' : { data: 'paid', headers: { 'idempotent-replayed': 'true' } }),
+      { onRetry, onSettled },
+    );
+    const info: IdempotencyCallInfo = { attempts: 0, replayed: false, settled: false };
+    const call = settle(client.mutation('pay', {}, { context: { idempotencyInfo: info } }));
+    expect(info.key).toMatch(/^[0-9a-f-]{36}$/); // known as soon as the call starts
+    await vi.runAllTimersAsync();
+    expect(call.value).toBe('paid');
+    expect(info).toEqual({ key: info.key, attempts: 2, replayed: true, settled: true });
+    expect(onRetry).toHaveBeenCalledTimes(1);
+    expect(onRetry.mock.calls[0]![0]).toMatchObject({ attempt: 2, delayMs: 150, key: info.key });
+    expect(onSettled).toHaveBeenCalledWith(expect.objectContaining({ attempts: 2, replayed: true, key: info.key }));
+  });
+
+  test('a first-time execution is not flagged as replayed', async () => {
+    const { client } = setup(() => ok());
+    const info: IdempotencyCallInfo = { attempts: 0, replayed: false, settled: false };
+    await client.mutation('pay', {}, { context: { idempotencyInfo: info } });
+    expect(info).toMatchObject({ attempts: 1, replayed: false, settled: true });
+  });
+});
+
+function never() {
+  throw new Error('the scripted link terminates the chain');
+}

@@ -1,0 +1,27 @@
+import { describe, expect, test } from 'vitest';
+import { parseRetryAfter } from './retryAfter.js';
+
+const now = Date.UTC(2026, 0, 1, 12, 0, 0);
+
+describe('parseRetryAfter', () => {
+  test('delay-seconds become milliseconds', () => {
+    expect(parseRetryAfter('1', now)).toBe(1000);
+    expect(parseRetryAfter(' 120 ', now)).toBe(120_000);
+    expect(parseRetryAfter('0', now)).toBe(0);
+  });
+
+  test('an HTTP-date becomes the time left until it', () => {
+    expect(parseRetryAfter(new Date(now + 5000).toUTCString(), now)).toBe(5000);
+    expect(parseRetryAfter('Thu, 01 Jan 2026 12:00:30 GMT', now)).toBe(30_000);
+  });
+
+  test('a date in the past means now', () => {
+    expect(parseRetryAfter('Thu, 01 Jan 2026 11:00:00 GMT', now)).toBe(0);
+  });
+
+  test('absent, negative, fractional or unreadable values are ignored', () => {
+    for (const value of [null, undefined, '', '-1', '1.5', 'soon', 'in 2 days']) {
+      expect(parseRetryAfter(value, now)).toBeUndefined();
+    }
+  });
+});
