@@ -118,9 +118,11 @@ try {
   }
   machine.loadEnd = loadavg()[0] ?? 0;
   results.elapsedSeconds = Math.round((Date.now() - started) / 1000);
+  // A partial run (--only) never overwrites the complete run's results and docs.
   await mkdir(`${root}bench/results`, { recursive: true });
-  await writeFile(`${root}bench/results/latest.json`, `${JSON.stringify(results, null, 2)}\n`);
-  await writeReport(results, root, log);
+  const file = only ? 'partial.json' : 'latest.json';
+  await writeFile(`${root}bench/results/${file}`, `${JSON.stringify(results, null, 2)}\n`);
+  await writeReport(results, root, log, !only);
 } finally {
   await cleanup();
 }

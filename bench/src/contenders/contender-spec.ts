@@ -12,6 +12,8 @@ export interface ContenderSpec {
   pool?: boolean;
   /** Ours only: the idempotency table (the scaling and purge scenarios use their own). */
   table?: string;
+  /** Ours only: `false` turns its in-process replay cache off, so replays read the table. */
+  cache?: boolean;
 }
 
 export interface ServerConfig {

@@ -16,6 +16,7 @@ export async function oursMiddleware(spec: ContenderSpec, db: Kysely<any>, pool:
   };
   if (spec.pool) options.pool = pool;
   if (spec.table) options.table = spec.table;
+  if (spec.cache === false) options.cache = false;
   const idempotency = (createIdempotency as (o: unknown) => { middleware: unknown })(options);
   return idempotency.middleware as BenchMiddleware;
 }

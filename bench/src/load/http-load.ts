@@ -16,6 +16,8 @@ export interface LoadOptions {
   key: (n: number) => string | undefined;
   /** Request body for the n-th request. */
   body?: (n: number) => string;
+  /** Ends the run early (checked before each request), e.g. when a concurrent purge has finished. */
+  stopWhen?: () => boolean;
 }
 
 export interface LoadResult {
@@ -69,7 +71,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
   const worker = async () => {
     for (;;) {
       const now = performance.now();
-      if (now >= end) return;
+      if (now >= end || opts.stopWhen?.()) return;
       if (!measuring && now >= warmupEnd) {
         measuring = true;
         measuredStart = now;

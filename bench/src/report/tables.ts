@@ -74,5 +74,93 @@ export function printTables(results: BenchResults): string[] {
   }
   if (results.replay) out.push('', '## Replay', ...replayTable(results));
   if (results.storm) out.push('', '## Duplicate storm', ...stormTable(results));
+  if (results.scaling) out.push('', '## Scaling with table size', ...scalingTable(results));
+  if (results.purge) out.push('', '## Purge under load', ...purgeTable(results));
+  if (results.client) {
+    out.push('', '## Client link overhead', ...linkTable(results));
+    out.push('', '## Retry amplification in a full outage', ...outageTable(results));
+  }
   return out;
+}
+
+export function scalingTable(results: BenchResults): string[] {
+  return table(
+    [
+      'stored rows',
+      'load s',
+      'table MiB',
+      'claim req/s',
+      'claim p50 ms',
+      'claim p99 ms',
+      'claim p50 ÷ smallest',
+      'replay p50 ms',
+      'replay p99 ms',
+      'replay p50 ÷ smallest',
+    ],
+    (results.scaling ?? []).map((r) => [
+      r.rows.toExponential(0).replace('e+', 'e'),
+      num(r.loadSeconds),
+      Math.round(r.tableMiB),
+      Math.round(r.claim.rps),
+      ms(r.claim.p50),
+      ms(r.claim.p99),
+      `${ms(r.claimP50VsSmallest)}×`,
+      ms(r.replay.p50),
+      ms(r.replay.p99),
+      `${ms(r.replayP50VsSmallest)}×`,
+    ]),
+  );
+}
+
+export function purgeTable(results: BenchResults): string[] {
+  const p = results.purge;
+  if (!p) return [];
+  return table(
+    ['expired rows', 'load s', 'removed', 'purge s', 'rows/s', 'traffic', 'req/s', 'p50 ms', 'p99 ms'],
+    [
+      [
+        p.expiredRows,
+        num(p.loadSeconds),
+        p.removed,
+        num(p.purgeSeconds),
+        Math.round(p.removed / p.purgeSeconds),
+        'before',
+        Math.round(p.before.rps),
+        ms(p.before.p50),
+        ms(p.before.p99),
+      ],
+      [
+        '',
+        '',
+        '',
+        '',
+        '',
+        `during (non-200: ${p.duringNon200})`,
+        Math.round(p.during.rps),
+        ms(p.during.p50),
+        ms(p.during.p99),
+      ],
+    ],
+  );
+}
+
+export function linkTable(results: BenchResults): string[] {
+  return table(
+    ['client', 'ops/s', 'p50 ms', 'p99 ms', 'client CPU µs/op', 'ratio to httpLink'],
+    (results.client?.overhead ?? []).map((r) => [
+      r.client,
+      Math.round(r.opsPerSecond),
+      ms(r.p50),
+      ms(r.p99),
+      Math.round(r.cpuMicrosPerOp),
+      formatRatio(r.ratio),
+    ]),
+  );
+}
+
+export function outageTable(results: BenchResults): string[] {
+  return table(
+    ['retry budget', 'logical calls', 'HTTP requests', 'requests per call', 'seconds'],
+    (results.client?.outage ?? []).map((r) => [r.budget, r.calls, r.httpRequests, ms(r.amplification), num(r.seconds)]),
+  );
 }
