@@ -1,0 +1,144 @@
+import { PGlite } from '@electric-sql/pglite';
+import { initTRPC } from '@trpc/server';
+import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
+import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { z } from 'zod';
+import {
+  createIdempotency,
+  type IdempotencyEvent,
+  type IdempotencyOptions,
+  idempotencyErrorFormatter,
+} from '../index.js';
+
+/** Every suite runs on these: the pg fast path (`pool`), the general path through Kysely, and PGlite. */
+export const BACKENDS = ['pg-fast', 'pg-general', 'pglite'] as const;
+export type BackendName = (typeof BACKENDS)[number];
+
+export interface AppDB {
+  payments: { id: number; user_id: string; amount: number; note: string | null };
+}
+
+/** One database of a test file, on one backend. */
+export interface Backend {
+  name: BackendName;
+  db: Kysely<AppDB>;
+  pool: pg.Pool | undefined;
+  /** Another "server instance" on the same database (pg only): its own Kysely and pool. */
+  another(): { db: Kysely<AppDB>; pool: pg.Pool | undefined };
+  /** Runs SQL for assertions, outside the middleware. */
+  query<R = Record<string, unknown>>(text: string): Promise<R[]>;
+  close(): Promise<void>;
+}
+
+export async function openBackend(name: BackendName): Promise<Backend> {
+  if (name === 'pglite') {
+    const db = new Kysely<AppDB>({ dialect: new PGliteDialect({ pglite: new PGlite() }) });
+    await createAppTables(db);
+    return {
+      name,
+      db,
+      pool: undefined,
+      another: () => {
+        throw new Error('PGlite is one in-process database: no second instance');
+      },
+      query: async (text) => (await sql.raw(text).execute(db)).rows as never,
+      close: () => db.destroy(),
+    };
+  }
+  const tdb: TestDatabase = await createTestDatabase(inject('pgAdminUrl'));
+  const make = () => {
+    const pool = new pg.Pool({ connectionString: tdb.url, max: 10 });
+    pool.on('error', () => {});
+    const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool }) });
+    return { db, pool };
+  };
+  const main = make();
+  const extra: Kysely<AppDB>[] = [main.db];
+  await createAppTables(main.db);
+  return {
+    name,
+    db: main.db,
+    pool: name === 'pg-fast' ? main.pool : undefined,
+    another: () => {
+      const other = make();
+      extra.push(other.db);
+      return { db: other.db, pool: name === 'pg-fast' ? other.pool : undefined };
+    },
+    query: async (text) => (await tdb.pool.query(text)).rows,
+    close: async () => {
+      await Promise.allSettled(extra.map((k) => k.destroy()));
+      await tdb.drop();
+    },
+  };
+}
+
+async function createAppTables(db: Kysely<AppDB>) {
+  await sql`CREATE TABLE payments (id serial PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL, note text)`.execute(
+    db,
+  );
+}
+
+/** The app's context in tests: who calls, and the request headers (as a createContext would pass them on). */
+export interface Ctx {
+  userId: string;
+  headers: Record<string, string>;
+}
+
+export const t = initTRPC.context<Ctx>().create({ errorFormatter: idempotencyErrorFormatter });
+
+/** Hooks a test sets to steer the handler: a gate to hold it, an error to throw. */
+export interface Control {
+  runs: number;
+  gate?: Promise<void>;
+  throwAfterWrite?: () => Error;
+  result?: (input: { amount: number }) => unknown;
+}
+
+/** A router with one idempotent payment mutation that writes through ctx.idempotency.db, plus a second path. */
+export function makeApp(
+  backend: { db: Kysely<AppDB>; pool: pg.Pool | undefined },
+  opts: Partial<IdempotencyOptions<Ctx, AppDB, boolean>> = {},
+) {
+  const events: IdempotencyEvent[] = [];
+  const control: Control = { runs: 0 };
+  const idempotency = createIdempotency({
+    db: backend.db,
+    pool: backend.pool,
+    scope: ({ ctx }: { ctx: Ctx }) => `user:${ctx.userId}`,
+    onEvent: (e) => events.push(e),
+    ...opts,
+  } as IdempotencyOptions<Ctx, AppDB, true>);
+  const procedure = t.procedure.use(idempotency.middleware);
+  const pay = procedure.input(z.object({ amount: z.number().int() })).mutation(async ({ ctx, input }) => {
+    control.runs++;
+    const row = await ctx.idempotency.db
+      .insertInto('payments')
+      .values({ user_id: ctx.userId, amount: input.amount })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    if (control.gate) await control.gate;
+    if (control.throwAfterWrite) throw control.throwAfterWrite();
+    return control.result ? control.result(input) : { paymentId: row.id, amount: input.amount };
+  });
+  const router = t.router({
+    payments: t.router({ create: pay, refund: pay }),
+  });
+  const caller = (key: string | undefined, userId = 'u1') =>
+    router.createCaller({ userId, headers: key === undefined ? {} : { 'idempotency-key': key } });
+  return { idempotency, router, caller, events, control };
+}
+
+/** A promise with its resolver, to hold a handler mid-flight. */
+export function deferred() {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+export function sleep(ms: number) {
+  return new Promise((r) => setTimeout(r, ms));
+}

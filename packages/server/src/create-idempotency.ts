@@ -1,0 +1,93 @@
+import { experimental_trpcMiddleware, type TRPCMiddlewareBuilder } from '@trpc/server';
+import type { Kysely } from 'kysely';
+import { ReplayCache } from './cache/replay-cache.js';
+import { createEmitter } from './events.js';
+import { createMiddlewareFunction } from './middleware/idempotency-middleware.js';
+import { InFlightCalls } from './middleware/in-flight-calls.js';
+import type { IdempotencyContext, Runtime } from './middleware/runtime.js';
+import { runLeaseMode } from './modes/lease-mode.js';
+import { runTransactionMode } from './modes/transaction-mode.js';
+import { type IdempotencyOptions, resolveOptions } from './options.js';
+import { purgeBatchStatement } from './store/purge.js';
+import { migrationStatements } from './store/schema.js';
+import { Statements } from './store/statements.js';
+import { Store } from './store/store.js';
+
+/** `ctx.idempotency` as the resolver sees it: `null` only with `required: false` and no key sent. */
+export type IdempotencyContextFor<DB, TRequired extends boolean> = TRequired extends false
+  ? IdempotencyContext<DB> | null
+  : IdempotencyContext<DB>;
+
+/** Options of `purgeExpired()`. */
+export interface PurgeExpiredOptions {
+  /** Rows deleted per statement, so one purge never holds many locks or a long transaction. Default 1000. */
+  batchSize?: number;
+  /** Stops after this many batches (bounds one cron run). Default: until no expired row is left. */
+  maxBatches?: number;
+}
+
+/** What {@link createIdempotency} returns. */
+export interface Idempotency<TContext, DB, TRequired extends boolean = true> {
+  /**
+   * The tRPC middleware: `authedProcedure.use(idempotency.middleware)`. It fits procedures whose context has the
+   * shape `scope` was typed with, and adds `ctx.idempotency`.
+   */
+  middleware: TRPCMiddlewareBuilder<TContext, object, { idempotency: IdempotencyContextFor<DB, TRequired> }, unknown>;
+  /** Creates the table and its expiry index if missing. Idempotent, and safe when several instances start at once. */
+  migrate(): Promise<void>;
+  /** Deletes expired rows in bounded batches (never a live lease) and returns how many; safe to run from cron. */
+  purgeExpired(opts?: PurgeExpiredOptions): Promise<number>;
+}
+
+/**
+ * Makes tRPC mutations idempotent: a retried call with the same `Idempotency-Key` replays the stored outcome
+ * instead of running again. Keep it one call so `scope`'s annotated `ctx` types the middleware:
+ *
+ * ```ts
+ * const idempotency = createIdempotency({ db, scope: ({ ctx }: { ctx: Context }) => `user:${ctx.user.id}` });
+ * ```
+ */
+export function createIdempotency<TContext extends object, DB, TRequired extends boolean = true>(
+  options: IdempotencyOptions<TContext, DB, TRequired>,
+): Idempotency<TContext, DB, TRequired> {
+  const resolved = resolveOptions(options);
+  const db = options.db as Kysely<any>;
+  const store = new Store(db, resolved.pool);
+  const rt: Runtime = {
+    options: resolved,
+    db,
+    store,
+    sql: new Statements(resolved.table),
+    cache: resolved.cache === false ? undefined : new ReplayCache(resolved.cache),
+    emit: createEmitter(resolved.onEvent),
+  };
+  const fn = createMiddlewareFunction(
+    rt,
+    new InFlightCalls(),
+    resolved.mode === 'lease' ? runLeaseMode : runTransactionMode,
+  );
+  const middleware = experimental_trpcMiddleware<{ ctx: TContext }>().create(fn as never);
+
+  return {
+    middleware: middleware as unknown as Idempotency<TContext, DB, TRequired>['middleware'],
+    async migrate() {
+      const { session } = await store.begin(migrationStatements(resolved.table));
+      await session.commit([]);
+    },
+    async purgeExpired(opts = {}) {
+      const batchSize = opts.batchSize ?? 1000;
+      const maxBatches = opts.maxBatches ?? Number.POSITIVE_INFINITY;
+      if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
+        throw new RangeError(`purgeExpired: \`batchSize\` must be an integer ≥ 1, got ${batchSize}`);
+      }
+      const statement = purgeBatchStatement(resolved.table, batchSize);
+      let total = 0;
+      for (let batch = 0; batch < maxBatches; batch++) {
+        const deleted = await store.affected(statement);
+        total += deleted;
+        if (deleted < batchSize) break;
+      }
+      return total;
+    },
+  };
+}

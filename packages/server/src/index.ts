@@ -1,0 +1,14 @@
+export {
+  createIdempotency,
+  type Idempotency,
+  type IdempotencyContextFor,
+  type PurgeExpiredOptions,
+} from './create-idempotency.js';
+export { type IdempotencyErrorData, idempotencyErrorFormatter } from './errors/error-formatter.js';
+export { DEFAULT_STORED_ERROR_CODES, type StoreErrorsOption } from './errors/error-policy.js';
+export { IdempotencyError, type IdempotencyReason, isIdempotencyError } from './errors/idempotency-error.js';
+export type { IdempotencyEvent, IdempotencyEventType } from './events.js';
+export type { IdempotencyContext } from './middleware/runtime.js';
+export type { IdempotencyMode, IdempotencyOptions } from './options.js';
+export { defaultSerializer, type Serializer } from './serialize/serializer.js';
+export type { PgClientLike, PgPoolLike } from './store/pg-pool-like.js';

@@ -1,0 +1,96 @@
+import { IdempotencyError, isIdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
+import { fingerprint } from '../fingerprint/fingerprint.js';
+import { validateKey } from '../wire/parse-idempotency-key.js';
+import { readRequestKey } from '../wire/read-request-key.js';
+import type { InFlightCalls } from './in-flight-calls.js';
+import {
+  type Call,
+  conflict,
+  event,
+  type MiddlewareResultLike,
+  mismatch,
+  type NextFn,
+  type Runtime,
+  replay,
+} from './runtime.js';
+
+/** The options tRPC passes a middleware, as far as this one reads them. */
+export interface MiddlewareOpts {
+  ctx: unknown;
+  path: string;
+  batchIndex: number;
+  getRawInput: () => Promise<unknown>;
+  next: (opts?: { ctx: object }) => Promise<unknown>;
+}
+
+export type ModeRunner = (rt: Runtime, call: Call, next: NextFn) => Promise<MiddlewareResultLike>;
+
+/**
+ * The middleware function: finds and validates the key, fingerprints the call, replays from the in-process cache
+ * when it can (no round trip), lets one call per key through the in-process gate, then hands over to the mode.
+ */
+export function createMiddlewareFunction(rt: Runtime, gate: InFlightCalls, runMode: ModeRunner) {
+  const { options } = rt;
+  return async function idempotencyMiddleware(opts: MiddlewareOpts): Promise<unknown> {
+    const startedAt = performance.now();
+    const { ctx, path, batchIndex } = opts;
+    const found = findKey(rt, ctx, batchIndex);
+    if (!found) {
+      if (!options.required) return opts.next({ ctx: { idempotency: null } });
+      throw toTRPCError(
+        new IdempotencyError(
+          'key_missing',
+          `${path} requires an Idempotency-Key header: send a unique key per operation and the same key on every retry`,
+        ),
+      );
+    }
+    const scope = options.scope({ ctx });
+    if (typeof scope !== 'string') {
+      throw new TypeError(`idempotency: \`scope\` must return a string, got ${typeof scope}`);
+    }
+    const call: Call = {
+      scope,
+      key: found.key,
+      path,
+      fingerprint: fingerprint(path, await opts.getRawInput()),
+      form: found.form,
+      batchIndex,
+      ctx,
+      startedAt,
+      deadline: startedAt + options.wait,
+    };
+    const cached = rt.cache?.get(scope, call.key, Date.now());
+    if (cached) {
+      if (cached.fingerprint !== call.fingerprint) throw mismatch(rt, call);
+      return replay(rt, call, cached.response, cached.expiresAt);
+    }
+    const entered = await gate.enter(`${scope.length}:${scope}${call.key}`, call.fingerprint, call.deadline);
+    if (entered.outcome === 'mismatch') throw mismatch(rt, call);
+    if (entered.outcome === 'timeout') throw conflict(rt, call);
+    try {
+      if (entered.waited) {
+        event(rt, call, 'waited');
+        const now = rt.cache?.get(scope, call.key, Date.now());
+        if (now) {
+          if (now.fingerprint !== call.fingerprint) throw mismatch(rt, call);
+          return replay(rt, call, now.response, now.expiresAt);
+        }
+      }
+      return await runMode(rt, call, opts.next as unknown as NextFn);
+    } finally {
+      entered.leave();
+    }
+  };
+}
+
+function findKey(rt: Runtime, ctx: unknown, batchIndex: number): { key: string; form: 'single' | 'batch' } | undefined {
+  try {
+    const custom = rt.options.key;
+    if (!custom) return readRequestKey(ctx, batchIndex);
+    const key = custom({ ctx, batchIndex });
+    if (key === undefined) return undefined;
+    return { key: validateKey(key), form: batchIndex === 0 ? 'single' : 'batch' };
+  } catch (error) {
+    throw isIdempotencyError(error) ? toTRPCError(error) : error;
+  }
+}

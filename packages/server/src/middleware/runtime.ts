@@ -1,0 +1,166 @@
+import { TRPCError } from '@trpc/server';
+import type { Kysely, Transaction } from 'kysely';
+import type { ReplayCache } from '../cache/replay-cache.js';
+import { IdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
+import type { Emit, IdempotencyEventType } from '../events.js';
+import { markReplayed, setRetryAfter } from '../http/response-headers.js';
+import type { ResolvedOptions } from '../options.js';
+import { decodeStoredResponse, replayOutcome } from '../serialize/stored-response.js';
+import type { Statements } from '../store/statements.js';
+import type { Store } from '../store/store.js';
+import { isLockTimeout, isStoreUnavailable, isUndefinedTable } from '../store/store-errors.js';
+
+/** What a resolver behind the middleware finds in `ctx.idempotency`. */
+export interface IdempotencyContext<DB> {
+  /** The call's idempotency key: pass it downstream (a payment provider's idempotency key). */
+  key: string;
+  /** The call's scope, as `scope` returned it. */
+  scope: string;
+  /**
+   * The transaction whose writes commit atomically with the stored result (both modes). Use it, not the root
+   * `db`, for every write of the handler. `.transaction()` on it throws, as on any Kysely `Transaction`.
+   */
+  db: Transaction<DB>;
+  /** Lease mode: true when this call took over an expired claim whose holder died; the handler runs again. */
+  takeover: boolean;
+}
+
+/** One idempotent call, as the modes see it. */
+export interface Call {
+  scope: string;
+  key: string;
+  path: string;
+  fingerprint: string;
+  form: 'single' | 'batch';
+  batchIndex: number;
+  ctx: unknown;
+  /** performance.now() when the middleware started. */
+  startedAt: number;
+  /** performance.now() after which a duplicate stops waiting for the original. */
+  deadline: number;
+}
+
+/** The middleware's result shape (tRPC checks `ok`, `data` and `error`). */
+export type MiddlewareResultLike =
+  | { ok: true; data: unknown; marker: never }
+  | { ok: false; error: TRPCError; marker: never };
+
+export type NextFn = (opts: { ctx: { idempotency: IdempotencyContext<any> } }) => Promise<MiddlewareResultLike>;
+
+/** Everything the modes share, built once per `createIdempotency`. */
+export interface Runtime {
+  options: ResolvedOptions<any>;
+  db: Kysely<any>;
+  store: Store;
+  sql: Statements;
+  cache: ReplayCache | undefined;
+  emit: Emit | undefined;
+}
+
+/** How long a 409 / 503 asks the client to wait before retrying. */
+export const RETRY_AFTER_MS = 1000;
+
+export function event(rt: Runtime, call: Call, type: IdempotencyEventType, error?: unknown): void {
+  rt.emit?.({
+    type,
+    scope: call.scope,
+    key: call.key,
+    path: call.path,
+    durationMs: performance.now() - call.startedAt,
+    ...(error === undefined ? {} : { error }),
+  });
+}
+
+export function okResult(data: unknown): MiddlewareResultLike {
+  return { ok: true, data, marker: 'middlewareMarker' as never };
+}
+
+/** Replays a stored outcome: flags the response, then returns the data or throws the stored error. */
+export function replay(rt: Runtime, call: Call, response: string, expiresAt: number): MiddlewareResultLike {
+  const outcome = decodeStoredResponse(response, rt.options.serializer);
+  rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });
+  markReplayed(call.ctx, call.form, call.batchIndex);
+  event(rt, call, 'replayed');
+  return okResult(replayOutcome(outcome));
+}
+
+export function mismatch(rt: Runtime, call: Call): TRPCError {
+  event(rt, call, 'mismatch');
+  return toTRPCError(
+    new IdempotencyError(
+      'payload_mismatch',
+      `Idempotency-Key "${call.key}" was already used with a different procedure or input: send a new key for a new request`,
+    ),
+  );
+}
+
+export function conflict(rt: Runtime, call: Call): TRPCError {
+  event(rt, call, 'conflict');
+  if (call.form === 'single') setRetryAfter(call.ctx, RETRY_AFTER_MS);
+  return toTRPCError(
+    new IdempotencyError(
+      'in_progress',
+      `A request with Idempotency-Key "${call.key}" is still in progress: retry later with the same key`,
+      { retryAfterMs: RETRY_AFTER_MS },
+    ),
+  );
+}
+
+export function responseTooLarge(rt: Runtime, call: Call, bytes: number): TRPCError {
+  event(rt, call, 'released');
+  return toTRPCError(
+    new IdempotencyError(
+      'response_too_large',
+      `The result (${bytes} bytes) exceeds maxResponseBytes (${rt.options.maxResponseBytes}): nothing was stored and its writes were rolled back; raise maxResponseBytes or return less`,
+    ),
+  );
+}
+
+/** Maps a failure of the claim (nothing of the handler ran yet) to what the client should see. */
+export function claimFailure(rt: Runtime, call: Call, error: unknown): TRPCError {
+  if (isLockTimeout(error)) return conflict(rt, call);
+  if (isStoreUnavailable(error)) {
+    if (call.form === 'single') setRetryAfter(call.ctx, RETRY_AFTER_MS);
+    return toTRPCError(
+      new IdempotencyError(
+        'store_unavailable',
+        'The idempotency store (database) is unreachable; the request was not executed: retry later with the same key',
+        { retryAfterMs: RETRY_AFTER_MS, cause: error },
+      ),
+    );
+  }
+  if (isUndefinedTable(error)) {
+    return new TRPCError({
+      code: 'INTERNAL_SERVER_ERROR',
+      message: `The idempotency table ${rt.options.table.qualified} does not exist: run idempotency.migrate() at startup`,
+      cause: error,
+    });
+  }
+  return error instanceof TRPCError ? error : new TRPCError({ code: 'INTERNAL_SERVER_ERROR', cause: error });
+}
+
+/** A failure after the handler ran: nothing was stored, so a retry with the same key runs again or replays. */
+export function completionFailure(error: unknown): TRPCError {
+  return new TRPCError({
+    code: 'INTERNAL_SERVER_ERROR',
+    message: isStoreUnavailable(error)
+      ? 'The database connection failed while storing the result: retry with the same key (it replays if the result was stored)'
+      : "The handler's transaction could not be committed, nothing was stored: retry with the same key",
+    cause: error,
+  });
+}
+
+/** Serialized size in UTF-8 bytes, skipping the count when the text cannot possibly exceed the limit. */
+export function utf8Bytes(text: string, limit: number): number {
+  return text.length * 3 <= limit ? text.length : Buffer.byteLength(text, 'utf8');
+}
+
+/** Runs the rest of the chain, turning a thrown error into the failed result tRPC itself would produce. */
+export async function callNext(next: NextFn, idempotency: IdempotencyContext<any>): Promise<MiddlewareResultLike> {
+  try {
+    return await next({ ctx: { idempotency } });
+  } catch (cause) {
+    const error = cause instanceof TRPCError ? cause : new TRPCError({ code: 'INTERNAL_SERVER_ERROR', cause });
+    return { ok: false, error, marker: 'middlewareMarker' as never };
+  }
+}

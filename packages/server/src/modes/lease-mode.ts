@@ -1,0 +1,172 @@
+import { randomUUID } from 'node:crypto';
+import { shouldStoreError } from '../errors/error-policy.js';
+import {
+  type Call,
+  callNext,
+  claimFailure,
+  completionFailure,
+  conflict,
+  event,
+  type MiddlewareResultLike,
+  mismatch,
+  type NextFn,
+  type Runtime,
+  replay,
+  responseTooLarge,
+  utf8Bytes,
+} from '../middleware/runtime.js';
+import { encodeStoredResponse } from '../serialize/stored-response.js';
+import { createHandlerDb } from '../store/handler-db.js';
+import type { Row, Session } from '../store/session.js';
+
+/** First and largest pause between two looks at an in-flight original's row. */
+const POLL_FIRST_MS = 20;
+const POLL_MAX_MS = 250;
+
+/** Postgres `division_by_zero`: raised on purpose by `completeFenced` when a takeover fenced this owner off. */
+const FENCED = '22012';
+
+/**
+ * Lease mode: the claim commits first (in_progress, a lease, a fencing token), the lease is renewed while the
+ * handler runs, and the handler's writes commit with the stored result only while the token still owns the row.
+ * A duplicate polls until `wait`, then 409; a claim whose lease ran out (its holder died) is taken over.
+ */
+export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promise<MiddlewareResultLike> {
+  const { store, sql, options } = rt;
+  await store.ready();
+  let pause = POLL_FIRST_MS;
+  let waited = false;
+  for (;;) {
+    const token = randomUUID();
+    const claimSql = sql.claimLease({ ...call, ttlMs: options.ttl, token, leaseMs: options.lease });
+    let claimed: Row | undefined;
+    let existing: Row | undefined;
+    try {
+      if (store.pipelined) {
+        const rows = await store.autocommit([claimSql, sql.select(call)]);
+        claimed = rows[0]?.[0];
+        existing = rows[1]?.[0];
+      } else {
+        claimed = (await store.autocommit([claimSql]))[0]?.[0];
+        if (!claimed) existing = (await store.autocommit([sql.select(call)]))[0]?.[0];
+      }
+    } catch (error) {
+      throw claimFailure(rt, call, error);
+    }
+    if (claimed) {
+      if (waited) event(rt, call, 'waited');
+      const takeover = claimed.prev_status === 'in_progress';
+      if (takeover) event(rt, call, 'taken_over');
+      return await runOwned(rt, call, next, { token, takeover, expiresAt: Number(claimed.expires_ms) });
+    }
+    if (existing) {
+      if (existing.fingerprint !== call.fingerprint || existing.path !== call.path) throw mismatch(rt, call);
+      if (existing.status === 'done' && typeof existing.response === 'string') {
+        if (waited) event(rt, call, 'waited');
+        return replay(rt, call, existing.response, Number(existing.expires_ms));
+      }
+    }
+    // The original still holds a live lease (or its row just vanished): look again until `wait` is used up.
+    const left = call.deadline - performance.now();
+    if (left <= 0) throw conflict(rt, call);
+    const leaseLeft = existing ? Number(existing.lease_left_ms) + 1 : 0;
+    await sleep(Math.min(pause, left, Math.max(leaseLeft, 1)));
+    pause = Math.min(pause * 2, POLL_MAX_MS);
+    waited = true;
+  }
+}
+
+async function runOwned(
+  rt: Runtime,
+  call: Call,
+  next: NextFn,
+  claim: { token: string; takeover: boolean; expiresAt: number },
+): Promise<MiddlewareResultLike> {
+  const { store, sql, options } = rt;
+  const owner = { scope: call.scope, key: call.key, token: claim.token };
+  // On one connection (PGlite) nobody else can take the claim over while this process lives: no renewal.
+  const renewal = store.singleConnection ? undefined : startRenewal(rt, owner);
+  try {
+    let session: Session;
+    try {
+      session = (await store.begin([])).session;
+    } catch (error) {
+      await store.autocommit([sql.releaseLease(owner)]).catch(() => {});
+      throw claimFailure(rt, call, error);
+    }
+    const result = await callNext(next, {
+      key: call.key,
+      scope: call.scope,
+      db: createHandlerDb(rt.db, session.executor),
+      takeover: claim.takeover,
+    });
+    if (!result.ok) {
+      if (shouldStoreError(result.error, options.storeErrors)) {
+        const response = encodeStoredResponse(
+          { ok: false, error: { code: result.error.code, message: result.error.message } },
+          options.serializer,
+        );
+        // The handler's writes roll back; the deterministic error is stored if this owner still holds the key.
+        try {
+          await session.rollback([sql.storeErrorFenced(owner, response)]);
+          event(rt, call, 'executed');
+        } catch (error) {
+          // Not stored: the claim stays until its lease runs out, then a retry takes it over and runs again.
+          event(rt, call, 'released', error);
+        }
+      } else {
+        await session.rollback([sql.releaseLease(owner)]).catch(() => {});
+        event(rt, call, 'released', result.error);
+      }
+      return result;
+    }
+    let response: string;
+    try {
+      response = encodeStoredResponse({ ok: true, data: result.data }, options.serializer);
+    } catch (error) {
+      await session.rollback([sql.releaseLease(owner)]).catch(() => {});
+      event(rt, call, 'released', error);
+      throw completionFailure(error);
+    }
+    const bytes = utf8Bytes(response, options.maxResponseBytes);
+    if (bytes > options.maxResponseBytes) {
+      await session.rollback([sql.releaseLease(owner)]).catch(() => {});
+      throw responseTooLarge(rt, call, bytes);
+    }
+    try {
+      await session.commit([sql.completeFenced(owner, response)]);
+    } catch (error) {
+      if ((error as { code?: unknown })?.code === FENCED) {
+        // A takeover owns the key now: this owner's writes were rolled back; the new owner's result will answer.
+        throw conflict(rt, call);
+      }
+      await store.autocommit([sql.releaseLease(owner)]).catch(() => {});
+      event(rt, call, 'released', error);
+      throw completionFailure(error);
+    }
+    rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt: claim.expiresAt });
+    event(rt, call, 'executed');
+    return result;
+  } finally {
+    if (renewal) clearInterval(renewal);
+  }
+}
+
+/** Extends the lease every third of its length, so only a dead holder's claim ever expires. */
+function startRenewal(rt: Runtime, owner: { scope: string; key: string; token: string }) {
+  const leaseMs = rt.options.lease;
+  const timer = setInterval(
+    () => {
+      rt.store.autocommit([rt.sql.renewLease({ ...owner, leaseMs })]).catch(() => {
+        // A missed renewal is retried at the next tick; if the database stays away the lease expires, as it must.
+      });
+    },
+    Math.max(50, Math.floor(leaseMs / 3)),
+  );
+  timer.unref?.();
+  return timer;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

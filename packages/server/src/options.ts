@@ -1,0 +1,171 @@
+import type { Kysely } from 'kysely';
+import type { StoreErrorsOption } from './errors/error-policy.js';
+import { DEFAULT_STORED_ERROR_CODES } from './errors/error-policy.js';
+import type { IdempotencyEvent } from './events.js';
+import { defaultSerializer, type Serializer } from './serialize/serializer.js';
+import type { PgPoolLike } from './store/pg-pool-like.js';
+import { parseTableName, type TableName } from './store/table-name.js';
+
+/** Which way the handler's effects are protected; see the README's "Modes". */
+export type IdempotencyMode = 'transaction' | 'lease';
+
+/** Options of {@link createIdempotency}. */
+export interface IdempotencyOptions<TContext, DB, TRequired extends boolean = true> {
+  /**
+   * The Kysely the keys are stored with: Postgres through `pg`, PGlite (`PGliteDialect`), or another
+   * Postgres-compatible dialect. Its `DB` types `ctx.idempotency.db`.
+   */
+  db: Kysely<DB>;
+  /**
+   * The namespace keys live in: keys never collide across scopes. Annotate `ctx` here
+   * (`({ ctx }: { ctx: Context }) => …`): the middleware then only fits procedures whose context has that shape.
+   * Prefix it when one table serves several kinds of principal (`user:5`, `tenant:5`).
+   */
+  scope: (opts: { ctx: TContext }) => string;
+  /**
+   * Reads the key yourself instead of from the `Idempotency-Key` / `Idempotency-Keys` headers.
+   * Return `undefined` for "no key". Default: the headers, found on `ctx.req` or `ctx.headers`.
+   */
+  key?: (opts: { ctx: TContext; batchIndex: number }) => string | undefined;
+  /**
+   * `'transaction'` (default): claim, handler and stored result commit in one transaction; for effects that live in
+   * this database. `'lease'`: the claim commits first with a renewable lease; for handlers that call the outside world.
+   */
+  mode?: IdempotencyMode;
+  /** Ms a key is kept, counted from its claim; a row whose lease is live never expires. Default 86 400 000 (24 h). */
+  ttl?: number;
+  /**
+   * Lease mode: ms a claim is owned. Renewed while the handler runs, so only a dead holder's claim expires. Keep it
+   * short enough that a client's `maxElapsedMs` outlasts `wait` + `lease`. Default 10 000.
+   */
+  lease?: number;
+  /**
+   * Ms a duplicate waits for the in-flight original before answering 409 `in_progress`. `0` answers 409 at once.
+   * Bounds only the wait for the key, never the handler's own locks. Default 5 000.
+   */
+  wait?: number;
+  /** A call without a key is 400 `key_missing`; `false` lets it run without idempotency (`ctx.idempotency` is `null`). Default `true`. */
+  required?: TRequired;
+  /** Table name, schema-qualified allowed (`'app.idempotency_keys'`). Default `'idempotency_keys'`. */
+  table?: string;
+  /**
+   * How results are stored and replayed. Default: keeps Date, Map, Set, BigInt and undefined; pass `superjson`
+   * itself to cover everything a superjson router returns.
+   */
+  serializer?: Serializer;
+  /**
+   * Which thrown errors are stored and replayed (their partial writes rolled back): tRPC codes, or a predicate.
+   * Default: BAD_REQUEST, PAYMENT_REQUIRED, FORBIDDEN, NOT_FOUND, CONFLICT, PRECONDITION_FAILED, PAYLOAD_TOO_LARGE,
+   * UNPROCESSABLE_CONTENT. Everything else releases the key so a retry runs again.
+   */
+  storeErrors?: StoreErrorsOption;
+  /** A larger serialized result is not stored: the call fails with `response_too_large`, writes rolled back. Default 1 MiB. */
+  maxResponseBytes?: number;
+  /** Called once per outcome (executed, replayed, waited, conflict, mismatch, released, taken_over); must not throw. */
+  onEvent?: (event: IdempotencyEvent) => void;
+  /**
+   * The raw `pg` `Pool` behind `db` (the same database). Enables the fast path: the claim and the completion each
+   * travel as one multi-statement round trip. Without it everything works through Kysely, with more round trips.
+   */
+  pool?: PgPoolLike;
+  /**
+   * In-process cache of completed results, so a replay costs no database round trip. `false` disables it.
+   * Default `{ maxEntries: 10 000, maxBytes: 64 MiB }`.
+   */
+  cache?: false | { maxEntries?: number; maxBytes?: number };
+}
+
+/** Options with every default applied, validated once. */
+export interface ResolvedOptions<TContext> {
+  scope: (opts: { ctx: TContext }) => string;
+  key: ((opts: { ctx: TContext; batchIndex: number }) => string | undefined) | undefined;
+  mode: IdempotencyMode;
+  ttl: number;
+  lease: number;
+  wait: number;
+  required: boolean;
+  table: TableName;
+  serializer: Serializer;
+  storeErrors: StoreErrorsOption;
+  maxResponseBytes: number;
+  onEvent: ((event: IdempotencyEvent) => void) | undefined;
+  pool: PgPoolLike | undefined;
+  cache: false | { maxEntries: number; maxBytes: number };
+}
+
+export const DEFAULTS = {
+  mode: 'transaction',
+  ttl: 86_400_000,
+  lease: 10_000,
+  wait: 5_000,
+  required: true,
+  table: 'idempotency_keys',
+  maxResponseBytes: 1_048_576,
+  cacheEntries: 10_000,
+  cacheBytes: 64 * 1_048_576,
+} as const;
+
+export function resolveOptions<TContext, DB>(
+  opts: IdempotencyOptions<TContext, DB, boolean>,
+): ResolvedOptions<TContext> {
+  if (!opts || typeof opts !== 'object') throw new TypeError('createIdempotency: pass an options object');
+  if (!opts.db || typeof (opts.db as { getExecutor?: unknown }).getExecutor !== 'function') {
+    throw new TypeError('createIdempotency: `db` must be a Kysely instance');
+  }
+  if (typeof opts.scope !== 'function') {
+    throw new TypeError('createIdempotency: `scope` must be a function `({ ctx }) => string`');
+  }
+  if (opts.key !== undefined && typeof opts.key !== 'function') {
+    throw new TypeError('createIdempotency: `key` must be a function `({ ctx }) => string | undefined`');
+  }
+  const mode = opts.mode ?? DEFAULTS.mode;
+  if (mode !== 'transaction' && mode !== 'lease') {
+    throw new TypeError(`createIdempotency: \`mode\` must be 'transaction' or 'lease', got ${String(mode)}`);
+  }
+  const cache = opts.cache ?? {};
+  return {
+    scope: opts.scope,
+    key: opts.key,
+    mode,
+    ttl: positiveInt('ttl', opts.ttl ?? DEFAULTS.ttl, 1),
+    lease: positiveInt('lease', opts.lease ?? DEFAULTS.lease, 100),
+    wait: positiveInt('wait', opts.wait ?? DEFAULTS.wait, 0),
+    required: opts.required ?? DEFAULTS.required,
+    table: parseTableName(opts.table ?? DEFAULTS.table),
+    serializer: checkSerializer(opts.serializer ?? defaultSerializer),
+    storeErrors: opts.storeErrors ?? DEFAULT_STORED_ERROR_CODES,
+    maxResponseBytes: positiveInt('maxResponseBytes', opts.maxResponseBytes ?? DEFAULTS.maxResponseBytes, 1),
+    onEvent: opts.onEvent,
+    pool: checkPool(opts.pool),
+    cache:
+      cache === false
+        ? false
+        : {
+            maxEntries: positiveInt('cache.maxEntries', cache.maxEntries ?? DEFAULTS.cacheEntries, 1),
+            maxBytes: positiveInt('cache.maxBytes', cache.maxBytes ?? DEFAULTS.cacheBytes, 1),
+          },
+  };
+}
+
+function positiveInt(name: string, value: number, min: number): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+    throw new RangeError(
+      `createIdempotency: \`${name}\` must be an integer ≥ ${min} (ms or bytes), got ${String(value)}`,
+    );
+  }
+  return value;
+}
+
+function checkSerializer(serializer: Serializer): Serializer {
+  if (typeof serializer?.serialize !== 'function' || typeof serializer.deserialize !== 'function') {
+    throw new TypeError('createIdempotency: `serializer` must have `serialize` and `deserialize` (superjson fits)');
+  }
+  return serializer;
+}
+
+function checkPool(pool: PgPoolLike | undefined): PgPoolLike | undefined {
+  if (pool !== undefined && typeof pool?.connect !== 'function') {
+    throw new TypeError('createIdempotency: `pool` must be a `pg` Pool (an object with `connect()`)');
+  }
+  return pool;
+}

@@ -1,0 +1,109 @@
+import type { CompiledQuery, DatabaseConnection, Kysely, QueryExecutor, QueryResult } from 'kysely';
+import { SessionConnectionProvider } from './handler-db.js';
+import type { PgClientLike, PgPoolLike, PgResultLike } from './pg-pool-like.js';
+import { CommitRolledBackError, type Row, type Session } from './session.js';
+
+/**
+ * The pg fast path: our statements travel as one simple-protocol text per call (the claim with BEGIN, the
+ * completion with COMMIT), so a first execution costs two round trips of our own. The handler's Kysely runs on
+ * the same checked-out client.
+ */
+export class PgSession implements Session {
+  readonly executor: QueryExecutor;
+  #client: PgClientLike;
+  #provider: SessionConnectionProvider;
+  #released = false;
+
+  private constructor(client: PgClientLike, root: Kysely<any>) {
+    this.#client = client;
+    this.#provider = new SessionConnectionProvider(new PgClientConnection(client));
+    this.executor = root.getExecutor().withConnectionProvider(this.#provider);
+  }
+
+  static async begin(
+    pool: PgPoolLike,
+    root: Kysely<any>,
+    statements: readonly string[],
+  ): Promise<{ session: PgSession; rows: Row[][] }> {
+    const client = await pool.connect();
+    const session = new PgSession(client, root);
+    try {
+      const rows = await session.#send(['BEGIN ISOLATION LEVEL READ COMMITTED', ...statements]);
+      return { session, rows: rows.slice(1) };
+    } catch (error) {
+      await session.rollback().catch(() => {});
+      throw error;
+    }
+  }
+
+  run(statements: readonly string[]): Promise<Row[][]> {
+    return this.#send(statements);
+  }
+
+  async commit(statements: readonly string[]): Promise<Row[][]> {
+    let results: PgResultLike[];
+    try {
+      results = await this.#sendRaw([...statements, 'COMMIT']);
+    } catch (error) {
+      await this.rollback().catch(() => {});
+      throw error;
+    }
+    this.#release();
+    if (results[results.length - 1]?.command === 'ROLLBACK') throw new CommitRolledBackError();
+    return results.slice(0, -1).map((r) => r.rows ?? []);
+  }
+
+  async rollback(after: readonly string[] = []): Promise<void> {
+    if (this.#released) throw new Error('idempotency: session already finished');
+    this.#provider.close();
+    try {
+      await this.#client.query(['ROLLBACK', ...after].join(';\n'));
+    } catch (error) {
+      // A client whose ROLLBACK failed is in an unknown state: the pool must discard it.
+      this.#release(error instanceof Error ? error : new Error(String(error)));
+      throw error;
+    }
+    this.#release();
+  }
+
+  async #send(statements: readonly string[]): Promise<Row[][]> {
+    return (await this.#sendRaw(statements)).map((r) => r.rows ?? []);
+  }
+
+  async #sendRaw(statements: readonly string[]): Promise<PgResultLike[]> {
+    const result = await this.#client.query(statements.join(';\n'));
+    return Array.isArray(result) ? result : [result];
+  }
+
+  #release(error?: Error): void {
+    this.#provider.close();
+    if (this.#released) return;
+    this.#released = true;
+    this.#client.release(error);
+  }
+}
+
+/** A Kysely connection over a checked-out `pg` client, mapping results the way Kysely's own Postgres driver does. */
+class PgClientConnection implements DatabaseConnection {
+  #client: PgClientLike;
+
+  constructor(client: PgClientLike) {
+    this.#client = client;
+  }
+
+  async executeQuery<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
+    const raw = await this.#client.query(compiledQuery.sql, compiledQuery.parameters);
+    const result = Array.isArray(raw) ? raw[raw.length - 1]! : raw;
+    const { command, rowCount, rows } = result;
+    const affects = command === 'INSERT' || command === 'UPDATE' || command === 'DELETE' || command === 'MERGE';
+    return {
+      numAffectedRows: affects ? BigInt(rowCount ?? 0) : undefined,
+      rows: (rows ?? []) as R[],
+    };
+  }
+
+  // biome-ignore lint/correctness/useYield: streaming is refused before it starts.
+  async *streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
+    throw new Error('streaming is not supported on ctx.idempotency.db with the `pool` fast path');
+  }
+}

@@ -1,0 +1,26 @@
+import type { QueryExecutor } from 'kysely';
+
+/** One result row of our own statements. */
+export type Row = Record<string, unknown>;
+
+/**
+ * One READ COMMITTED transaction on one connection, driven by the modes. The pg fast path sends each call as a
+ * single multi-statement round trip; the general path runs the statements one by one through Kysely.
+ */
+export interface Session {
+  /** Runs statements inside the transaction; returns each statement's rows. */
+  run(statements: readonly string[]): Promise<Row[][]>;
+  /** Runs statements then COMMIT; throws when the commit turned into a rollback. */
+  commit(statements: readonly string[]): Promise<Row[][]>;
+  /** ROLLBACK, then `after` in autocommit; gives the connection back. */
+  rollback(after?: readonly string[]): Promise<void>;
+  /** The executor the handler's `ctx.idempotency.db` runs on: this transaction's connection, closed with it. */
+  readonly executor: QueryExecutor;
+}
+
+/** Error thrown when a COMMIT was answered with ROLLBACK (a statement in the transaction had failed). */
+export class CommitRolledBackError extends Error {
+  constructor() {
+    super('the transaction was rolled back at COMMIT: a statement inside it had failed');
+  }
+}

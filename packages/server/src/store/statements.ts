@@ -1,0 +1,134 @@
+import { int, literal } from './sql-literal.js';
+import type { TableName } from './table-name.js';
+
+/** What identifies one call's row. */
+export interface RowKey {
+  scope: string;
+  key: string;
+}
+
+/** A call's claim: its row key plus what the row records about it. */
+export interface ClaimValues extends RowKey {
+  fingerprint: string;
+  path: string;
+  ttlMs: number;
+}
+
+/** Name of the savepoint a transaction-mode claim sets, so a stored error can drop the handler's writes. */
+export const SAVEPOINT = 'trpc_idempotency_handler';
+
+/** Columns every read of an existing row returns; `expires_ms` and `lease_left_ms` computed by the database clock. */
+const ROW_COLUMNS = `status, fingerprint, path, response, token,
+  (extract(epoch from expires_at) * 1000)::float8 AS expires_ms,
+  greatest(0, extract(epoch from (locked_until - clock_timestamp())) * 1000)::float8 AS lease_left_ms`;
+
+/**
+ * The SQL text of every statement the modes run, with values embedded as escaped literals (see sql-literal.ts:
+ * this is what lets several statements share one round trip). Built once per table.
+ * Expiry and leases are judged with clock_timestamp(), never now(): inside a transaction now() is frozen.
+ */
+export class Statements {
+  readonly #t: string;
+
+  constructor(table: TableName) {
+    this.#t = table.qualified;
+  }
+
+  /**
+   * Transaction-mode claim: inserts the row as in_progress, or takes over an expired one. A concurrent uncommitted
+   * claim of the same key makes this wait (bounded by lock_timeout) until it commits or rolls back. Returns a row
+   * only when this call now owns the key.
+   */
+  claimTransaction(v: ClaimValues): string {
+    return `INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, created_at, expires_at)
+VALUES (${literal(v.scope)}, ${literal(v.key)}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress',
+  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond')
+ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, path = excluded.path,
+  status = 'in_progress', token = NULL, locked_until = NULL, response = NULL,
+  created_at = excluded.created_at, expires_at = excluded.expires_at
+WHERE k.expires_at <= clock_timestamp() AND NOT (k.status = 'in_progress' AND k.locked_until > clock_timestamp())
+RETURNING (extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms`;
+  }
+
+  /**
+   * Lease-mode claim (autocommit): inserts the row as in_progress with a lease and fencing token, takes over an
+   * expired row, or takes over a dead holder's claim of the same payload whose lease ran out. `prev_status` tells
+   * a takeover apart from a fresh claim.
+   */
+  claimLease(v: ClaimValues & { token: string; leaseMs: number }): string {
+    const s = literal(v.scope);
+    const k = literal(v.key);
+    return `WITH prev AS (SELECT status FROM ${this.#t} WHERE scope = ${s} AND key = ${k})
+INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, token, locked_until, created_at, expires_at)
+VALUES (${s}, ${k}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress', ${literal(v.token)},
+  clock_timestamp() + ${int(v.leaseMs)} * interval '1 millisecond',
+  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond')
+ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, path = excluded.path,
+  status = 'in_progress', token = excluded.token, locked_until = excluded.locked_until, response = NULL,
+  created_at = excluded.created_at, expires_at = excluded.expires_at
+WHERE (k.expires_at <= clock_timestamp() AND NOT (k.status = 'in_progress' AND k.locked_until > clock_timestamp()))
+  OR (k.status = 'in_progress' AND k.locked_until <= clock_timestamp()
+      AND k.fingerprint = excluded.fingerprint AND k.path = excluded.path)
+RETURNING (SELECT status FROM prev) AS prev_status, (extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms`;
+  }
+
+  /** Reads the row as it is now (a separate statement gets a fresh READ COMMITTED snapshot after a wait). */
+  select(r: RowKey): string {
+    return `SELECT ${ROW_COLUMNS} FROM ${this.#t} WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)}`;
+  }
+
+  /** Bounds the claim's wait for a concurrent original. 0 would disable the timeout, hence at least 1 ms. */
+  setLockTimeout(waitMs: number): string {
+    return `SET LOCAL lock_timeout = '${int(Math.max(1, waitMs))}ms'`;
+  }
+
+  /** Gives the handler the lock timeout it would have had without us: `wait` bounds only the claim. */
+  resetLockTimeout(): string {
+    return 'SET LOCAL lock_timeout TO DEFAULT';
+  }
+
+  savepoint(): string {
+    return `SAVEPOINT ${SAVEPOINT}`;
+  }
+
+  rollbackToSavepoint(): string {
+    return `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`;
+  }
+
+  /** Transaction mode: stores the result on the row this transaction holds. */
+  complete(r: RowKey, response: string): string {
+    return `UPDATE ${this.#t} SET status = 'done', response = ${literal(response)}, locked_until = NULL
+WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)}`;
+  }
+
+  /**
+   * Lease mode: stores the result only while `token` still owns the row. When a takeover has fenced this owner
+   * off, no row matches and the division by zero (22012) aborts the transaction, so the COMMIT that follows in the
+   * same round trip cannot commit the stale owner's writes.
+   */
+  completeFenced(r: RowKey & { token: string }, response: string): string {
+    return `WITH done AS (UPDATE ${this.#t} SET status = 'done', response = ${literal(response)}, locked_until = NULL
+  WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)}
+    AND status = 'in_progress' RETURNING 1)
+SELECT 1 / (SELECT count(*)::int FROM done) AS still_owner`;
+  }
+
+  /** Lease mode, autocommit: extends the lease while the owner's handler runs. */
+  renewLease(r: RowKey & { token: string; leaseMs: number }): string {
+    return `UPDATE ${this.#t} SET locked_until = clock_timestamp() + ${int(r.leaseMs)} * interval '1 millisecond'
+WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'`;
+  }
+
+  /** Lease mode, autocommit: frees the key after a failure, if this owner still holds it. */
+  releaseLease(r: RowKey & { token: string }): string {
+    return `DELETE FROM ${this.#t}
+WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'`;
+  }
+
+  /** Lease mode, autocommit: stores a deterministic error after the handler's transaction was rolled back. */
+  storeErrorFenced(r: RowKey & { token: string }, response: string): string {
+    return `UPDATE ${this.#t} SET status = 'done', response = ${literal(response)}, locked_until = NULL
+WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'
+RETURNING 1 AS stored`;
+  }
+}

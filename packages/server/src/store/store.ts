@@ -1,0 +1,137 @@
+import { CompiledQuery, type Kysely } from 'kysely';
+import { AsyncMutex } from './async-mutex.js';
+import { KyselySession } from './kysely-session.js';
+import type { PgPoolLike } from './pg-pool-like.js';
+import { PgSession } from './pg-session.js';
+import type { Row, Session } from './session.js';
+
+/** Where the modes get transactions and autocommit statements from; hides the pg fast path / general path choice. */
+export class Store {
+  /** True when a statement list costs one round trip (the pg fast path). */
+  readonly pipelined: boolean;
+  readonly root: Kysely<any>;
+  #own: Kysely<any>;
+  #pool: PgPoolLike | undefined;
+  #mutex: AsyncMutex | undefined;
+  #detecting: Promise<void> | undefined;
+  #detected = false;
+
+  constructor(db: Kysely<any>, pool: PgPoolLike | undefined) {
+    this.root = db;
+    this.#own = db.withoutPlugins();
+    this.#pool = pool;
+    this.pipelined = pool !== undefined;
+    // A pool means pg: nothing to detect.
+    this.#detected = pool !== undefined;
+  }
+
+  /** True on a single-connection database (PGlite): duplicates queue in JavaScript, nothing waits in Postgres. */
+  get singleConnection(): boolean {
+    return this.#mutex !== undefined;
+  }
+
+  /** Learns once whether `db` is PGlite (one connection). Cheap after the first call; retried after a failure. */
+  ready(): Promise<void> | undefined {
+    if (this.#detected) return undefined;
+    this.#detecting ??= this.#detect().then(
+      () => {
+        this.#detected = true;
+      },
+      (error) => {
+        this.#detecting = undefined;
+        throw error;
+      },
+    );
+    return this.#detecting;
+  }
+
+  async #detect(): Promise<void> {
+    const { rows } = await this.#own.executeQuery<{ v: string }>(CompiledQuery.raw('select version() as v', []));
+    if (/pglite|emscripten/i.test(rows[0]?.v ?? '')) this.#mutex = new AsyncMutex();
+  }
+
+  /** Opens a READ COMMITTED transaction and runs `statements` in it (one round trip on the fast path). */
+  async begin(statements: readonly string[]): Promise<{ session: Session; rows: Row[][] }> {
+    await this.ready();
+    const unlock = await this.#mutex?.lock();
+    try {
+      const opened = this.#pool
+        ? await PgSession.begin(this.#pool, this.root, statements)
+        : await KyselySession.begin(this.root, statements);
+      return { session: unlock ? new UnlockingSession(opened.session, unlock) : opened.session, rows: opened.rows };
+    } catch (error) {
+      unlock?.();
+      throw error;
+    }
+  }
+
+  /** Runs one autocommit statement through Kysely and returns how many rows it changed. */
+  async affected(text: string): Promise<number> {
+    await this.ready();
+    const unlock = await this.#mutex?.lock();
+    try {
+      return Number((await this.#own.executeQuery(CompiledQuery.raw(text, []))).numAffectedRows ?? 0);
+    } finally {
+      unlock?.();
+    }
+  }
+
+  /** Runs statements outside any transaction of ours (one round trip on the fast path). */
+  async autocommit(statements: readonly string[]): Promise<Row[][]> {
+    await this.ready();
+    const unlock = await this.#mutex?.lock();
+    try {
+      if (this.#pool) {
+        const client = await this.#pool.connect();
+        try {
+          const result = await client.query(statements.join(';\n'));
+          client.release();
+          return (Array.isArray(result) ? result : [result]).map((r) => r.rows ?? []);
+        } catch (error) {
+          client.release(error instanceof Error ? error : true);
+          throw error;
+        }
+      }
+      const out: Row[][] = [];
+      for (const text of statements) out.push((await this.#own.executeQuery<Row>(CompiledQuery.raw(text, []))).rows);
+      return out;
+    } finally {
+      unlock?.();
+    }
+  }
+}
+
+/** Releases the PGlite mutex once the transaction is over, whichever way it ended. */
+class UnlockingSession implements Session {
+  #inner: Session;
+  #unlock: () => void;
+
+  constructor(inner: Session, unlock: () => void) {
+    this.#inner = inner;
+    this.#unlock = unlock;
+  }
+
+  get executor() {
+    return this.#inner.executor;
+  }
+
+  run(statements: readonly string[]) {
+    return this.#inner.run(statements);
+  }
+
+  async commit(statements: readonly string[]) {
+    try {
+      return await this.#inner.commit(statements);
+    } finally {
+      this.#unlock();
+    }
+  }
+
+  async rollback(after?: readonly string[]) {
+    try {
+      await this.#inner.rollback(after);
+    } finally {
+      this.#unlock();
+    }
+  }
+}
