@@ -59,56 +59,63 @@ async function expectExactlyOnce(db: Kysely<any>, results: Map<string, Result>, 
 }
 
 describe('database faults', () => {
-  it('stays exactly-once while the server’s database connections are terminated during requests', async () => {
-    const tdb: TestDatabase = await createTestDatabase(inject('pgAdminUrl'));
-    cleanups.push(() => tdb.drop());
-    await createLedger(tdb.db);
-    const appName = `chaos-terminate-${randomUUID().slice(0, 8)}`;
-    const server = new ServerProcess({ databaseUrl: tdb.url, appName, handlerDelayMs: 40 });
-    cleanups.push(() => server.stop());
-    await server.start();
-    const events = countEvents(server);
+  it.each([
+    { label: 'transaction, Kysely path', mode: 'transaction', rawPool: false },
+    { label: 'transaction, raw pg fast path', mode: 'transaction', rawPool: true },
+    { label: 'lease, raw pg fast path', mode: 'lease', rawPool: true, leaseMs: 1_000, waitMs: 300 },
+  ] as const)(
+    'stays exactly-once while the server’s database connections are terminated during requests ($label)',
+    async ({ label, ...serverOptions }) => {
+      const tdb: TestDatabase = await createTestDatabase(inject('pgAdminUrl'));
+      cleanups.push(() => tdb.drop());
+      await createLedger(tdb.db);
+      const appName = `chaos-terminate-${randomUUID().slice(0, 8)}`;
+      const server = new ServerProcess({ databaseUrl: tdb.url, appName, handlerDelayMs: 40, ...serverOptions });
+      cleanups.push(() => server.stop());
+      await server.start();
+      const events = countEvents(server);
 
-    let rounds = 0;
-    let terminated = 0;
-    let running = true;
-    const terminator = (async () => {
-      // Bounded: at most 60 rounds, every 150 ms, only this server's connections.
-      while (running && rounds < 60) {
-        await sleep(150);
-        const { rows } = await sql<{ n: number }>`
+      let rounds = 0;
+      let terminated = 0;
+      let running = true;
+      const terminator = (async () => {
+        // Bounded: at most 40 rounds, every 150 ms, only this server's connections.
+        while (running && rounds < 40) {
+          await sleep(150);
+          const { rows } = await sql<{ n: number }>`
           select count(*) filter (where pg_terminate_backend(pid))::int as n
           from pg_stat_activity where application_name = ${appName} and datname = current_database()`.execute(tdb.db);
-        rounds++;
-        terminated += rows[0]?.n ?? 0;
-      }
-    })();
-    const stats = emptyClientStats();
-    const started = Date.now();
-    const results = await traffic({
-      url: `http://127.0.0.1:${server.port}`,
-      clients: 10,
-      count: 300,
-      prefix: 'term',
-      stats,
-    });
-    running = false;
-    await terminator;
-    events.stop();
+          rounds++;
+          terminated += rows[0]?.n ?? 0;
+        }
+      })();
+      const stats = emptyClientStats();
+      const started = Date.now();
+      const results = await traffic({
+        url: `http://127.0.0.1:${server.port}`,
+        clients: 10,
+        count: 150,
+        prefix: 'term',
+        stats,
+      });
+      running = false;
+      await terminator;
+      events.stop();
 
-    const ledger = await expectExactlyOnce(tdb.db, results, 300);
-    console.log(
-      [
-        `[chaos:pg-terminate] 10 clients, 300 payments, handler 40 ms, ${((Date.now() - started) / 1000).toFixed(1)} s`,
-        `  faults: ${terminated} server connections terminated over ${rounds} rounds of pg_terminate_backend`,
-        `  client: ${stats.attempts} attempts, ${stats.linkRetries} link retries, ${stats.replayed} replays, ${stats.callerResends} caller re-sends`,
-        `  server: ${formatCounts(events.counts)}; process started ${server.starts} time(s)`,
-        `  verified: ${ledger.rows} ledger rows, ${ledger.duplicatedRefs} duplicated, every caller holds the committed payment`,
-      ].join('\n'),
-    );
-    expect(terminated).toBeGreaterThan(10);
-    expect(server.starts).toBe(1);
-  });
+      const ledger = await expectExactlyOnce(tdb.db, results, 150);
+      console.log(
+        [
+          `[chaos:pg-terminate:${label}] 10 clients, 150 payments, handler 40 ms, ${((Date.now() - started) / 1000).toFixed(1)} s`,
+          `  faults: ${terminated} server connections terminated over ${rounds} rounds of pg_terminate_backend`,
+          `  client: ${stats.attempts} attempts, ${stats.linkRetries} link retries, ${stats.replayed} replays, ${stats.callerResends} caller re-sends`,
+          `  server: ${formatCounts(events.counts)}; process started ${server.starts} time(s)`,
+          `  verified: ${ledger.rows} ledger rows, ${ledger.duplicatedRefs} duplicated, every caller holds the committed payment`,
+        ].join('\n'),
+      );
+      expect(terminated).toBeGreaterThan(5);
+      expect(server.starts).toBe(1);
+    },
+  );
 
   it('answers 503 store_unavailable while Postgres is down and recovers without a restart once it is back', async () => {
     const pgServer: EmbeddedPostgres = await startEmbeddedPostgres();
@@ -125,7 +132,7 @@ describe('database faults', () => {
     cleanups.push(() => db.destroy());
     await createLedger(db);
 
-    const server = new ServerProcess({ databaseUrl: url.toString(), handlerDelayMs: 40 });
+    const server = new ServerProcess({ databaseUrl: url.toString(), handlerDelayMs: 40, rawPool: true });
     cleanups.push(() => server.stop());
     await server.start();
     const events = countEvents(server);

@@ -19,7 +19,7 @@ let proxy: FaultProxy;
 beforeAll(async () => {
   tdb = await createTestDatabase(inject('pgAdminUrl'));
   await createLedger(tdb.db);
-  server = new ServerProcess({ databaseUrl: tdb.url, mode: 'transaction', poolMax: 20 });
+  server = new ServerProcess({ databaseUrl: tdb.url, mode: 'transaction', poolMax: 20, rawPool: true });
   await server.start();
   proxy = await new FaultProxy({
     upstreams: [server.port],

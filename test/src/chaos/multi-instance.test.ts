@@ -13,8 +13,8 @@ const INSTANCES = 3;
 const SEED = chaosSeed(4);
 
 describe.each([
-  ['transaction', 150, {}],
-  ['lease', 100, { leaseMs: 2_000, waitMs: 1_000 }],
+  ['transaction', 150, { rawPool: false }],
+  ['lease', 100, { leaseMs: 2_000, waitMs: 1_000, rawPool: true }],
 ] as const)('several server instances sharing one database (%s mode)', (mode, payments, modeOptions) => {
   let tdb: TestDatabase;
   let servers: ServerProcess[] = [];

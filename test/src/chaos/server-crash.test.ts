@@ -64,8 +64,8 @@ function startKiller(server: ServerProcess, random: () => number) {
 }
 
 describe.each([
-  ['transaction', {}],
-  ['lease', { leaseMs: 1_000, waitMs: 300 }],
+  ['transaction', { rawPool: true }],
+  ['lease', { leaseMs: 1_000, waitMs: 300, rawPool: false }],
 ] as const)('server crash mid-handler (%s mode)', (mode, modeOptions) => {
   let tdb: TestDatabase;
   let server: ServerProcess;
@@ -124,7 +124,7 @@ describe.each([
     const { kills, handlersKilledMidway } = killer.figures;
     console.log(
       [
-        `[chaos:server-crash:${mode}] seed ${SEED}, ${CLIENTS} clients, ${PAYMENTS} payments, handler ${HANDLER_MS} ms${mode === 'lease' ? `, lease ${modeOptions.leaseMs} ms, wait ${modeOptions.waitMs} ms` : ''}, ${(elapsed / 1000).toFixed(1)} s`,
+        `[chaos:server-crash:${mode}] seed ${SEED}, ${CLIENTS} clients, ${PAYMENTS} payments, handler ${HANDLER_MS} ms${'leaseMs' in modeOptions ? `, lease ${modeOptions.leaseMs} ms, wait ${modeOptions.waitMs} ms` : ''}, ${modeOptions.rawPool ? 'raw pg fast path' : 'Kysely path'}, ${(elapsed / 1000).toFixed(1)} s`,
         `  faults: ${kills} SIGKILLs with ${handlersKilledMidway} handlers mid-flight, ${server.starts} server starts`,
         `  client: ${stats.attempts} attempts, ${stats.linkRetries} link retries, ${stats.replayed} replays, ${stats.callerResends} caller re-sends`,
         `  server: ${formatCounts(events.counts)}`,

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { initTRPC } from '@trpc/server';
 import { createIdempotency, idempotencyErrorFormatter } from '@trpc-idempotency/server';
 import { type Kysely, sql } from 'kysely';
+import type { Pool } from 'pg';
 import { z } from 'zod';
 
 /** The request context of the test servers: the Node request/response and the caller, from `x-user`. */
@@ -14,6 +15,8 @@ export interface AppContext {
 export interface PaymentsAppOptions {
   /** Kysely on the database holding `idempotency_keys` and `ledger`. */
   db: Kysely<any>;
+  /** The raw `pg` pool behind `db`: passed as the middleware's `pool`, it enables the one-round-trip fast path. */
+  pool?: Pool;
   /** Idempotency mode. Default `'transaction'`. */
   mode?: 'transaction' | 'lease';
   /** Lease length in ms (lease mode). Default: the package's. */
@@ -64,6 +67,7 @@ export function createPaymentsApp(opts: PaymentsAppOptions) {
   const idempotency = createIdempotency({
     db: opts.db,
     scope: ({ ctx }: { ctx: AppContext }) => `user:${ctx.user}`,
+    ...(opts.pool ? { pool: opts.pool } : {}),
     ...(opts.mode ? { mode: opts.mode } : {}),
     ...(opts.lease !== undefined ? { lease: opts.lease } : {}),
     ...(opts.wait !== undefined ? { wait: opts.wait } : {}),

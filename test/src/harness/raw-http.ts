@@ -52,18 +52,18 @@ export function rawRequest(opts: {
 }
 
 function parse(raw: Buffer): RawResponse {
-  const text = raw.toString('utf8');
-  const split = text.indexOf('\r\n\r\n');
-  if (split < 0) throw new Error(`no HTTP response: ${JSON.stringify(text.slice(0, 200))}`);
-  const [statusLine = '', ...lines] = text.slice(0, split).split('\r\n');
+  const split = raw.indexOf('\r\n\r\n');
+  if (split < 0) throw new Error(`no HTTP response: ${JSON.stringify(raw.toString('latin1').slice(0, 200))}`);
+  const [statusLine = '', ...lines] = raw.subarray(0, split).toString('latin1').split('\r\n');
   const status = Number(statusLine.split(' ')[1]);
   const headers: Record<string, string> = {};
   for (const line of lines) {
     const colon = line.indexOf(':');
     headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
   }
-  let body = text.slice(split + 4);
-  if (headers['transfer-encoding'] === 'chunked') body = dechunk(body);
+  let bodyBytes = raw.subarray(split + 4);
+  if (headers['transfer-encoding'] === 'chunked') bodyBytes = dechunk(bodyBytes);
+  const body = bodyBytes.toString('utf8');
   let json: unknown;
   try {
     json = JSON.parse(body);
@@ -73,14 +73,16 @@ function parse(raw: Buffer): RawResponse {
   return { status, headers, body, json };
 }
 
-function dechunk(body: string): string {
-  let out = '';
+/** Chunk sizes count bytes, so chunked bodies are decoded before any text decoding. */
+function dechunk(body: Buffer): Buffer {
+  const parts: Buffer[] = [];
   let rest = body;
   for (;;) {
     const nl = rest.indexOf('\r\n');
-    const size = Number.parseInt(rest.slice(0, nl), 16);
-    if (!size) return out;
-    out += rest.slice(nl + 2, nl + 2 + size);
-    rest = rest.slice(nl + 2 + size + 2);
+    if (nl < 0) return Buffer.concat(parts);
+    const size = Number.parseInt(rest.subarray(0, nl).toString('latin1'), 16);
+    if (!size) return Buffer.concat(parts);
+    parts.push(rest.subarray(nl + 2, nl + 2 + size));
+    rest = rest.subarray(nl + 2 + size + 2);
   }
 }

@@ -24,6 +24,7 @@ const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
 const mode = env.MODE === 'lease' ? 'lease' : 'transaction';
 const app = createPaymentsApp({
   db,
+  ...(env.RAW_POOL === '1' ? { pool } : {}),
   mode,
   lease: num(env.LEASE_MS),
   wait: num(env.WAIT_MS),

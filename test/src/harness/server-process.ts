@@ -1,5 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export interface ServerProcessOptions {
@@ -19,6 +23,8 @@ export interface ServerProcessOptions {
   providerUrl?: string;
   /** Instance name, returned in results. Default `'main'`. */
   instance?: string;
+  /** Hand the raw `pg` pool to the middleware (its fast path). Default false: everything through Kysely. */
+  rawPool?: boolean;
   /** `pg` pool size. Default 10. */
   poolMax?: number;
   /** `application_name` of its connections, so a test can find and terminate them. Default `'chaos-server'`. */
@@ -33,8 +39,50 @@ export interface ServerEvent {
   [field: string]: unknown;
 }
 
-const entry = fileURLToPath(new URL('./server-main.ts', import.meta.url));
+const harnessDir = fileURLToPath(new URL('.', import.meta.url));
 const testRoot = fileURLToPath(new URL('../..', import.meta.url));
+/** Files the child runs: what the entry imports relatively, then the entry (written last: its presence means done). */
+const CHILD_SOURCES = ['payments-app.ts', 'server-main.ts'];
+let compiled: Promise<string[]> | undefined;
+
+/**
+ * The child's command line. Loading through `tsx` costs seconds per start on a busy machine, and the crash
+ * test restarts the server many times: so the entry is transpiled once per test process to plain ESM
+ * (under node_modules/.cache, where the workspace's packages resolve), falling back to `tsx` if that fails.
+ */
+function childArgs(): Promise<string[]> {
+  compiled ??= (async () => {
+    try {
+      const sources = await Promise.all(CHILD_SOURCES.map((f) => readFile(join(harnessDir, f), 'utf8')));
+      const hash = createHash('sha256').update(sources.join('\0')).digest('hex').slice(0, 12);
+      const outDir = join(testRoot, '..', 'node_modules', '.cache', 'trpc-idempotency-chaos', hash);
+      const entry = join(outDir, 'server-main.js');
+      if (existsSync(entry)) return [entry];
+      await mkdir(outDir, { recursive: true });
+      const ts = (await import('typescript')).default;
+      await writeFile(join(outDir, 'package.json'), '{ "type": "module" }\n');
+      for (const [i, file] of CHILD_SOURCES.entries()) {
+        const { outputText } = ts.transpileModule(sources[i] ?? '', {
+          fileName: file,
+          compilerOptions: {
+            module: ts.ModuleKind.ESNext,
+            target: ts.ScriptTarget.ES2022,
+            rewriteRelativeImportExtensions: true,
+            verbatimModuleSyntax: true,
+          },
+        });
+        // Written under a temporary name and renamed: parallel test files may compile at the same time.
+        const target = join(outDir, file.replace(/\.ts$/, '.js'));
+        await writeFile(`${target}.${process.pid}`, outputText);
+        await rename(`${target}.${process.pid}`, target);
+      }
+      return [entry];
+    } catch {
+      return ['--import', 'tsx', join(harnessDir, 'server-main.ts')];
+    }
+  })();
+  return compiled;
+}
 
 /**
  * The payments server as a child process: start, SIGKILL (mid-handler if you time it on `enter`),
@@ -72,6 +120,7 @@ export class ServerProcess extends EventEmitter<{ event: [ServerEvent]; exit: [n
       INSTANCE: o.instance ?? 'main',
       APP_NAME: o.appName ?? 'chaos-server',
       LOG_HITS: o.logHits ? '1' : '0',
+      RAW_POOL: o.rawPool ? '1' : '0',
     };
     const optional: [string, number | string | undefined][] = [
       ['LEASE_MS', o.leaseMs],
@@ -81,7 +130,7 @@ export class ServerProcess extends EventEmitter<{ event: [ServerEvent]; exit: [n
       ['POOL_MAX', o.poolMax],
     ];
     for (const [name, value] of optional) if (value !== undefined) env[name] = String(value);
-    const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+    const child = spawn(process.execPath, await childArgs(), {
       cwd: testRoot,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
