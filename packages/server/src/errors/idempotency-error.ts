@@ -28,12 +28,13 @@ export class IdempotencyError extends Error {
   override readonly name = 'IdempotencyError';
   readonly reason: IdempotencyReason;
   /** When the client should try again (409 `in_progress`, 503 `store_unavailable`). */
-  readonly retryAfterMs?: number;
+  // `declare`: no own property unless a delay is given, so spreading or serializing the error shows none.
+  declare readonly retryAfterMs?: number;
 
   constructor(reason: IdempotencyReason, message: string, opts: { retryAfterMs?: number; cause?: unknown } = {}) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.reason = reason;
-    if (opts.retryAfterMs !== undefined) this.retryAfterMs = opts.retryAfterMs;
+    if (opts.retryAfterMs !== undefined) (this as { retryAfterMs?: number }).retryAfterMs = opts.retryAfterMs;
   }
 }
 
