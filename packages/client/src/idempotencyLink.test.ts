@@ -299,6 +299,6 @@ describe('hooks and per-call info', () => {
   });
 });
 
-function never() {
+function never(): never {
   throw new Error('the scripted link terminates the chain');
 }
