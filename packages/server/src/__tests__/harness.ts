@@ -91,6 +91,8 @@ export const t = initTRPC.context<Ctx>().create({ errorFormatter: idempotencyErr
 /** Hooks a test sets to steer the handler: a gate to hold it, an error to throw. */
 export interface Control {
   runs: number;
+  /** `ctx.idempotency.takeover` of each run. */
+  takeovers: boolean[];
   gate?: Promise<void>;
   throwAfterWrite?: () => Error;
   result?: (input: { amount: number }) => unknown;
@@ -102,7 +104,7 @@ export function makeApp(
   opts: Partial<IdempotencyOptions<Ctx, AppDB, boolean>> = {},
 ) {
   const events: IdempotencyEvent[] = [];
-  const control: Control = { runs: 0 };
+  const control: Control = { runs: 0, takeovers: [] };
   const idempotency = createIdempotency({
     db: backend.db,
     pool: backend.pool,
@@ -113,6 +115,7 @@ export function makeApp(
   const procedure = t.procedure.use(idempotency.middleware);
   const pay = procedure.input(z.object({ amount: z.number().int() })).mutation(async ({ ctx, input }) => {
     control.runs++;
+    control.takeovers.push(ctx.idempotency.takeover);
     const row = await ctx.idempotency.db
       .insertInto('payments')
       .values({ user_id: ctx.userId, amount: input.amount })

@@ -1,0 +1,201 @@
+import { TRPCError } from '@trpc/server';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fingerprint } from '../fingerprint/fingerprint.js';
+import { expectReason, failure } from './expectations.js';
+import { BACKENDS, type Backend, deferred, makeApp, openBackend, sleep } from './harness.js';
+
+let keySeq = 0;
+const newKey = () => `l-${Date.now().toString(36)}-${++keySeq}`;
+
+describe.each(BACKENDS)('lease mode on %s', (name) => {
+  let backend: Backend;
+  beforeAll(async () => {
+    backend = await openBackend(name);
+    await makeApp(backend).idempotency.migrate();
+  });
+  afterAll(() => backend?.close());
+
+  const paymentsOf = async (userId: string) =>
+    (
+      await backend.query<{ amount: number }>(`SELECT amount FROM payments WHERE user_id = '${userId}' ORDER BY id`)
+    ).map((r) => r.amount);
+  const keyRow = async (key: string) =>
+    (
+      await backend.query<{ status: string; token: string | null; response: string | null }>(
+        `SELECT status, token, response FROM idempotency_keys WHERE key = '${key}'`,
+      )
+    )[0];
+
+  it('runs the handler once, commits its writes with the result, and replays it', async () => {
+    const app = makeApp(backend, { mode: 'lease' });
+    const key = newKey();
+    const first = await app.caller(key, 'lease-once').payments.create({ amount: 10 });
+    expect(await app.caller(key, 'lease-once').payments.create({ amount: 10 })).toEqual(first);
+    const fresh = makeApp(backend, { mode: 'lease', cache: false });
+    expect(await fresh.caller(key, 'lease-once').payments.create({ amount: 10 })).toEqual(first);
+    expect(app.control.runs + fresh.control.runs).toBe(1);
+    expect(app.control.takeovers).toEqual([false]);
+    expect(await paymentsOf('lease-once')).toEqual([10]);
+    expect((await keyRow(key))?.status).toBe('done');
+  });
+
+  it('answers 100 concurrent requests with one key with the result or 409, running the handler once (wait 0)', async () => {
+    const app = makeApp(backend, { mode: 'lease', wait: 0 });
+    const key = newKey();
+    const gate = deferred();
+    app.control.gate = gate.promise;
+    const calls = Array.from({ length: 100 }, () =>
+      app
+        .caller(key, 'lease-100')
+        .payments.create({ amount: 5 })
+        .then(
+          (value) => ({ ok: true as const, value }),
+          (error: TRPCError) => ({ ok: false as const, code: error.code }),
+        ),
+    );
+    await sleep(50);
+    gate.resolve();
+    const outcomes = await Promise.all(calls);
+    expect(app.control.runs).toBe(1);
+    const successes = outcomes.filter((o) => o.ok);
+    expect(successes.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(successes.map((o) => JSON.stringify(o.value))).size).toBe(1);
+    expect(outcomes.filter((o) => !o.ok).every((o) => o.code === 'CONFLICT')).toBe(true);
+    expect(await paymentsOf('lease-100')).toEqual([5]);
+  });
+
+  it.skipIf(name === 'pglite')(
+    'makes another instance poll a live lease until the original completes, then replay',
+    async () => {
+      const a = makeApp(backend, { mode: 'lease' });
+      const b = makeApp(backend.another(), { mode: 'lease', wait: 5000 });
+      const key = newKey();
+      const gate = deferred();
+      a.control.gate = gate.promise;
+      const original = a.caller(key, 'lease-poll').payments.create({ amount: 6 });
+      await sleep(50);
+      const duplicate = b.caller(key, 'lease-poll').payments.create({ amount: 6 });
+      await sleep(150);
+      gate.resolve();
+      expect(await duplicate).toEqual(await original);
+      expect(b.control.runs).toBe(0);
+      expect(b.events.map((e) => e.type)).toEqual(['waited', 'replayed']);
+    },
+  );
+
+  it.skipIf(name === 'pglite')('answers 409 in_progress once `wait` is over while the lease is live', async () => {
+    const a = makeApp(backend, { mode: 'lease' });
+    const b = makeApp(backend.another(), { mode: 'lease', wait: 100 });
+    const key = newKey();
+    const gate = deferred();
+    a.control.gate = gate.promise;
+    const original = a.caller(key, 'lease-409').payments.create({ amount: 6 });
+    await sleep(50);
+    await expectReason(b.caller(key, 'lease-409').payments.create({ amount: 6 }), 'in_progress', 'CONFLICT');
+    gate.resolve();
+    await original;
+    expect(b.events.map((e) => e.type)).toEqual(['conflict']);
+  });
+
+  it('takes over a claim whose holder died (expired lease) and tells the handler', async () => {
+    const app = makeApp(backend, { mode: 'lease' });
+    const key = newKey();
+    const fp = fingerprint('payments.create', { amount: 8 });
+    await backend.query(`INSERT INTO idempotency_keys (scope, key, fingerprint, path, status, token, locked_until, expires_at)
+      VALUES ('user:lease-dead', '${key}', '${fp}', 'payments.create', 'in_progress', 'dead-owner',
+              clock_timestamp() - interval '1 second', clock_timestamp() + interval '1 hour')`);
+    const result = await app.caller(key, 'lease-dead').payments.create({ amount: 8 });
+    expect(result).toMatchObject({ amount: 8 });
+    expect(app.control.takeovers).toEqual([true]);
+    expect(app.events.map((e) => e.type)).toEqual(['taken_over', 'executed']);
+    expect((await keyRow(key))?.status).toBe('done');
+  });
+
+  it('answers 422 for a dead claim of another payload instead of taking it over', async () => {
+    const app = makeApp(backend, { mode: 'lease' });
+    const key = newKey();
+    const fp = fingerprint('payments.create', { amount: 1 });
+    await backend.query(`INSERT INTO idempotency_keys (scope, key, fingerprint, path, status, token, locked_until, expires_at)
+      VALUES ('user:lease-dead2', '${key}', '${fp}', 'payments.create', 'in_progress', 'dead-owner',
+              clock_timestamp() - interval '1 second', clock_timestamp() + interval '1 hour')`);
+    await expectReason(app.caller(key, 'lease-dead2').payments.create({ amount: 2 }), 'payload_mismatch');
+    expect(app.control.runs).toBe(0);
+  });
+
+  it.skipIf(name === 'pglite')(
+    'fences off a stale owner: its late completion neither commits nor overwrites',
+    async () => {
+      const stale = makeApp(backend, { mode: 'lease' });
+      const fresh = makeApp(backend.another(), { mode: 'lease' });
+      const key = newKey();
+      const gate = deferred();
+      stale.control.gate = gate.promise;
+      const staleCall = stale.caller(key, 'lease-stale').payments.create({ amount: 4 });
+      await sleep(80);
+      // The holder "dies": its lease runs out while it is still (unknowingly) running.
+      await backend.query(
+        `UPDATE idempotency_keys SET locked_until = clock_timestamp() - interval '1 second' WHERE key = '${key}'`,
+      );
+      const freshResult = await fresh.caller(key, 'lease-stale').payments.create({ amount: 4 });
+      expect(fresh.control.takeovers).toEqual([true]);
+      gate.resolve();
+      await expectReason(staleCall, 'in_progress', 'CONFLICT');
+      expect(await paymentsOf('lease-stale')).toEqual([4]);
+      const stored = await keyRow(key);
+      expect(stored?.status).toBe('done');
+      expect(JSON.parse(stored!.response!).data).toEqual(freshResult);
+      // Everyone now gets the new owner's result.
+      expect(await stale.caller(key, 'lease-stale').payments.create({ amount: 4 })).toEqual(freshResult);
+    },
+  );
+
+  it('rolls back a 5xx handler, frees the key, and the retry runs once', async () => {
+    const app = makeApp(backend, { mode: 'lease' });
+    const key = newKey();
+    app.control.throwAfterWrite = () => new TRPCError({ code: 'BAD_GATEWAY', message: 'provider down' });
+    await failure(app.caller(key, 'lease-5xx').payments.create({ amount: 3 }));
+    expect(await keyRow(key)).toBeUndefined();
+    expect(await paymentsOf('lease-5xx')).toEqual([]);
+    app.control.throwAfterWrite = undefined;
+    await app.caller(key, 'lease-5xx').payments.create({ amount: 3 });
+    await app.caller(key, 'lease-5xx').payments.create({ amount: 3 });
+    expect(app.control.runs).toBe(2);
+    expect(await paymentsOf('lease-5xx')).toEqual([3]);
+    expect(app.events.map((e) => e.type)).toEqual(['released', 'executed', 'replayed']);
+  });
+
+  it('stores a deterministic error without the handler writes and replays it', async () => {
+    const app = makeApp(backend, { mode: 'lease' });
+    const key = newKey();
+    app.control.throwAfterWrite = () => new TRPCError({ code: 'FORBIDDEN', message: 'no' });
+    await failure(app.caller(key, 'lease-403').payments.create({ amount: 3 }));
+    const fresh = makeApp(backend, { mode: 'lease', cache: false });
+    const replayed = await failure(fresh.caller(key, 'lease-403').payments.create({ amount: 3 }));
+    expect([replayed.code, replayed.message]).toEqual(['FORBIDDEN', 'no']);
+    expect(fresh.control.runs).toBe(0);
+    expect(await paymentsOf('lease-403')).toEqual([]);
+  });
+
+  it.skipIf(name === 'pglite')('renews the lease while a slow handler runs, so nobody takes it over', async () => {
+    const a = makeApp(backend, { mode: 'lease', lease: 300 });
+    const b = makeApp(backend.another(), { mode: 'lease', lease: 300, wait: 0 });
+    const key = newKey();
+    const gate = deferred();
+    a.control.gate = gate.promise;
+    const original = a.caller(key, 'lease-renew').payments.create({ amount: 2 });
+    await sleep(900); // three lease lengths
+    await expectReason(b.caller(key, 'lease-renew').payments.create({ amount: 2 }), 'in_progress');
+    gate.resolve();
+    await original;
+    expect(b.control.runs).toBe(0);
+  });
+
+  it('fails with response_too_large, rolls back and frees the key', async () => {
+    const app = makeApp(backend, { mode: 'lease', maxResponseBytes: 64 });
+    const key = newKey();
+    app.control.result = () => 'y'.repeat(100);
+    await expectReason(app.caller(key, 'lease-big').payments.create({ amount: 1 }), 'response_too_large');
+    expect(await keyRow(key)).toBeUndefined();
+    expect(await paymentsOf('lease-big')).toEqual([]);
+  });
+});
