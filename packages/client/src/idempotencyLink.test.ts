@@ -218,6 +218,26 @@ describe('attempt timeout', () => {
   });
 });
 
+describe('attempt timeout within the total-time cap', () => {
+  test('the last attempt only gets the time left of maxElapsedMs', async () => {
+    const { client, seen } = setup((n) => (n === 1 ? 'network' : 'hang'), {
+      attemptTimeoutMs: 10_000,
+      maxElapsedMs: 3_000,
+      jitter: 'none',
+      baseDelayMs: 1_000,
+    });
+    const call = settle(client.mutation('pay', {}));
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(seen).toHaveLength(2);
+    await vi.advanceTimersByTimeAsync(1_999);
+    expect(call.done).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(seen[1]!.aborted).toBe(true);
+    expect(call.done).toBe(true); // the next backoff (2 s) would end past 3 s
+    expect((call.error as Error).cause).toMatchObject({ name: 'AttemptTimeoutError' });
+  });
+});
+
 describe('retry budget', () => {
   test('retries stop once the shared budget is spent; first attempts still go out', async () => {
     const budget = retryBudget({ minRetries: 2, retryRatio: 0, windowMs: 10_000 });
@@ -258,6 +278,25 @@ describe('cancellation', () => {
     expect(seen).toHaveLength(1);
   });
 
+  test('aborting a running attempt fails the call at once, aborts the request and retries nothing', async () => {
+    const { client, seen } = setup(() => 'hang');
+    const ac = new AbortController();
+    const call = settle(client.mutation('pay', {}, { signal: ac.signal }));
+    await vi.advanceTimersByTimeAsync(100);
+    ac.abort();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(call.done).toBe(true);
+    expect(seen[0]!.aborted).toBe(true);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(seen).toHaveLength(1);
+  });
+
+  test('an already aborted signal sends nothing', async () => {
+    const { client, seen } = setup(() => ok());
+    await expect(client.mutation('pay', {}, { signal: AbortSignal.abort() })).rejects.toThrow();
+    expect(seen).toHaveLength(0);
+  });
+
   test('unsubscribing during a backoff clears its timer and sends nothing more', async () => {
     const server = scriptedLink(() => unavailable);
     const link = idempotencyLink<any>({ procedures: 'all', budget: false })({});
@@ -289,6 +328,34 @@ describe('hooks and per-call info', () => {
     expect(onRetry).toHaveBeenCalledTimes(1);
     expect(onRetry.mock.calls[0]![0]).toMatchObject({ attempt: 2, delayMs: 150, key: info.key });
     expect(onSettled).toHaveBeenCalledWith(expect.objectContaining({ attempts: 2, replayed: true, key: info.key }));
+  });
+
+  test('a replayed stored error is flagged too', async () => {
+    const { client } = setup(() => ({ status: 409, headers: { 'idempotent-replayed': 'true' } }));
+    const info: IdempotencyCallInfo = { attempts: 0, replayed: false, settled: false };
+    await expect(client.mutation('pay', {}, { context: { idempotencyInfo: info } })).rejects.toThrow();
+    expect(info).toMatchObject({ attempts: 1, replayed: true, settled: true });
+  });
+
+  test('the call is settled before its result is passed on, so a caller that unsubscribes at once still sees it', async () => {
+    const server = scriptedLink(() => ok());
+    const onSettled = vi.fn();
+    const link = idempotencyLink<any>({ procedures: 'all', onSettled })({});
+    const info: IdempotencyCallInfo = { attempts: 0, replayed: false, settled: false };
+    const op: Operation = {
+      id: 1,
+      type: 'mutation',
+      path: 'pay',
+      input: {},
+      context: { idempotencyInfo: info },
+      signal: null,
+    };
+    const subscription = link({ op, next: (o) => server.link({})({ op: o, next: () => never() }) }).subscribe({
+      next: () => subscription.unsubscribe(),
+    });
+    await vi.advanceTimersByTimeAsync(1);
+    expect(info.settled).toBe(true);
+    expect(onSettled).toHaveBeenCalledOnce();
   });
 
   test('a first-time execution is not flagged as replayed', async () => {

@@ -62,21 +62,28 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           current = undefined;
         };
 
-        const finish = (error?: unknown) => {
+        /** Records the outcome once: the call will send nothing more. */
+        const settle = (error?: unknown) => {
           if (finished) return;
           finished = true;
           clearTimeout(backoffTimer);
-          stopAttempt();
+          clearTimeout(attemptTimer);
           op.signal?.removeEventListener('abort', onAbort);
           info.settled = true;
           o.onSettled?.({ op, key, attempts: info.attempts, replayed: info.replayed, settled: true, error });
-          if (error !== undefined) observer.error(TRPCClientError.from(error as Error));
+        };
+
+        const fail = (error: unknown) => {
+          if (finished) return;
+          settle(error);
+          stopAttempt();
+          observer.error(TRPCClientError.from(error as Error));
         };
 
         // Cancels a pending backoff or a running attempt at once; nothing more is sent.
         const onAbort = () => {
           const reason: unknown = op.signal?.reason;
-          finish(reason instanceof Error ? reason : new DOMException('The call was aborted', 'AbortError'));
+          fail(reason instanceof Error ? reason : new DOMException('The call was aborted', 'AbortError'));
         };
 
         const send = () => {
@@ -89,6 +96,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           const remaining = o.maxElapsedMs - (Date.now() - startedAt);
           const timeoutMs = Math.max(1, Math.min(o.attemptTimeoutMs, remaining));
           let attemptDone = false;
+          let succeeded = false;
           attemptTimer = setTimeout(() => {
             attemptDone = true;
             stopAttempt(); // the HTTP links abort their request when unsubscribed
@@ -98,9 +106,12 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           const subscription = next(attemptOp).subscribe({
             next(envelope) {
               if (finished || attemptDone) return;
-              clearTimeout(attemptTimer);
+              attemptDone = true;
+              succeeded = true;
               o.budget?.recordAnswered();
               info.replayed = wasReplayed(envelope.context, context);
+              // Settled before passing the result on: the caller may unsubscribe as soon as it has it.
+              settle();
               observer.next(envelope);
             },
             error(error) {
@@ -110,13 +121,12 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
               onAttemptError(error);
             },
             complete() {
-              if (finished || attemptDone) return;
-              attemptDone = true;
-              finish();
+              if (!finished) settle();
               observer.complete();
             },
           });
-          if (attemptDone || finished) subscription.unsubscribe();
+          // A synchronous failure (or abort) may already have moved on: drop this attempt then.
+          if (!succeeded && (attemptDone || finished)) subscription.unsubscribe();
           else current = subscription;
         };
 
@@ -129,10 +139,10 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
             o.budget?.recordAnswered();
             // A stored error (a business CONFLICT, say) is replayed too.
             info.replayed = wasReplayed((error as { meta?: unknown }).meta, attemptContext);
-            finish(error);
+            fail(error);
             return;
           }
-          if (attempt >= o.attempts) return finish(error);
+          if (attempt >= o.attempts) return fail(error);
 
           let delayMs: number;
           if (verdict.retryAfterMs !== undefined) {
@@ -149,12 +159,12 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
             previousBackoff = delayMs;
           }
           // Sleeping past the total-time cap only to give up afterwards would waste the caller's time.
-          if (now - startedAt + delayMs > o.maxElapsedMs) return finish(error);
+          if (now - startedAt + delayMs > o.maxElapsedMs) return fail(error);
 
           backoffTimer = setTimeout(() => {
             // Checked when the retry is due, not when the error came: by then the answers of concurrent
             // calls have landed, so a burst of lost responses among healthy ones is funded by them.
-            if (o.budget && !o.budget.tryAcquireRetry()) return finish(error);
+            if (o.budget && !o.budget.tryAcquireRetry()) return fail(error);
             o.onRetry?.({ op, attempt: attempt + 1, delayMs, error, key });
             send();
           }, delayMs);

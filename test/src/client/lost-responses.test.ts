@@ -74,4 +74,30 @@ describe('responses lost after the server committed', () => {
       expect(infos[i]).toMatchObject({ attempts: 2, replayed: true });
     });
   });
+
+  test('with httpBatchStreamLink, a batch whose stream dies is retried and each mutation still executes once', async () => {
+    // A streamed batch sends its head before the calls resolve: the connection dies at that first byte.
+    let batches = 0;
+    server.setFault((req) => (req.path.includes(',') && batches++ === 0 ? 'drop-after-commit' : 'pass'));
+    const client = createTestClient(server.url, { batch: 'stream' });
+    const executionsBefore = app.executions.get('payments.create') ?? 0;
+    const firstRequest = server.seen.length;
+
+    const infos = Array.from({ length: 3 }, newInfo);
+    const results = await Promise.all(
+      infos.map((info, i) =>
+        client.payments.create.mutate({ amount: 200 + i }, { context: { idempotencyInfo: info } }),
+      ),
+    );
+
+    const keys = infos.map((info) => info.key!);
+    expect(server.seen[firstRequest]!.keys).toBe(keys.map((k, i) => `b${i}="${k}"`).join(', '));
+    expect(app.executions.get('payments.create')! - executionsBefore).toBe(3);
+    const rows = await app.rowsPerKey();
+    results.forEach((result, i) => {
+      expect(result).toMatchObject({ amount: 200 + i, key: keys[i] });
+      expect(rows.get(keys[i]!)).toBe(1);
+      expect(infos[i]!.attempts).toBe(2);
+    });
+  });
 });

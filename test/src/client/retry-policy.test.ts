@@ -78,6 +78,25 @@ describe('never retried', () => {
     expect(app.executions.get('payments.refund')).toBe(1);
   });
 
+  test('the same key after a business CONFLICT gets the stored error back, flagged as replayed, without running again', async () => {
+    const client = createTestClient(server.url);
+    const before = app.executions.get('payments.refund') ?? 0;
+    const first = newInfo();
+    const again = newInfo();
+    const errors = [];
+    for (const info of [first, again]) {
+      errors.push(
+        await client.payments.refund
+          .mutate({ id: 8 }, { context: { idempotencyKey: 'refund-8', idempotencyInfo: info } })
+          .catch((e: unknown) => e),
+      );
+    }
+    expect(errors.map(status)).toEqual([409, 409]);
+    expect(first.replayed).toBe(false);
+    expect(again).toMatchObject({ attempts: 1, replayed: true });
+    expect(app.executions.get('payments.refund')! - before).toBe(1);
+  });
+
   test("a proxy's HTML 403 page is one HTTP request, its status kept", async () => {
     server.setFault(() => 'html-403');
     const client = createTestClient(server.url);

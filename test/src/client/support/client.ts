@@ -1,4 +1,4 @@
-import { createTRPCClient, httpBatchLink, httpLink } from '@trpc/client';
+import { createTRPCClient, httpBatchLink, httpBatchStreamLink, httpLink } from '@trpc/client';
 import {
   type IdempotencyCallInfo,
   type IdempotencyLinkOptions,
@@ -11,13 +11,20 @@ import type { ClientTestRouter } from './client-test-app.ts';
 /** A client of the test app: the idempotency link in front of httpLink or httpBatchLink, as the README shows. */
 export function createTestClient(
   url: string,
-  opts: { batch?: boolean; user?: string | null; link?: Partial<IdempotencyLinkOptions<ClientTestRouter>> } = {},
+  opts: {
+    batch?: boolean | 'stream';
+    user?: string | null;
+    link?: Partial<IdempotencyLinkOptions<ClientTestRouter>>;
+  } = {},
 ) {
   const user = opts.user === undefined ? 'u1' : opts.user;
   const headers = idempotencyHeaders.with(user === null ? {} : { 'x-user': user });
-  const terminating = opts.batch
-    ? httpBatchLink({ url, headers, fetch: idempotencyFetch() })
-    : httpLink({ url, headers, fetch: idempotencyFetch() });
+  const terminating =
+    opts.batch === 'stream'
+      ? httpBatchStreamLink({ url, headers, fetch: idempotencyFetch() })
+      : opts.batch
+        ? httpBatchLink({ url, headers, fetch: idempotencyFetch() })
+        : httpLink({ url, headers, fetch: idempotencyFetch() });
   return createTRPCClient<ClientTestRouter>({
     links: [
       idempotencyLink<ClientTestRouter>({
