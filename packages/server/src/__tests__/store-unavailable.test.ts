@@ -1,0 +1,59 @@
+import { type EmbeddedPostgres, startEmbeddedPostgres } from '@trpc-idempotency/test-db';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectReason } from './expectations.js';
+import { type AppDB, makeApp, sleep } from './harness.js';
+
+/** A Postgres of this file's own, so stopping it disturbs no other test. */
+describe('the database stopped at the claim', () => {
+  let server: EmbeddedPostgres;
+  let pool: pg.Pool;
+  let db: Kysely<AppDB>;
+  beforeAll(async () => {
+    server = await startEmbeddedPostgres();
+    pool = new pg.Pool({ connectionString: server.url, max: 4, connectionTimeoutMillis: 2000 });
+    pool.on('error', () => {}); // idle clients die with the server; the pool must not crash the process
+    db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool }) });
+    await pool.query(
+      'CREATE TABLE payments (id serial PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL, note text)',
+    );
+  }, 120_000);
+  afterAll(async () => {
+    await db?.destroy().catch(() => {});
+    await server?.stop();
+  });
+
+  for (const path of ['pg-fast', 'pg-general'] as const) {
+    it(`answers 503 store_unavailable without running the handler, and recovers when it is back (${path})`, async () => {
+      const app = makeApp({ db, pool: path === 'pg-fast' ? pool : undefined });
+      await app.idempotency.migrate();
+      await app.caller(`${path}-before`, path).payments.create({ amount: 1 });
+
+      await server.pause();
+      const error = await expectReason(
+        app.caller(`${path}-during`, path).payments.create({ amount: 2 }),
+        'store_unavailable',
+        'SERVICE_UNAVAILABLE',
+      );
+      expect((error.cause as { retryAfterMs?: number }).retryAfterMs).toBeGreaterThan(0);
+      expect(app.control.runs).toBe(1);
+
+      await server.start();
+      // The pool may still hand out a client that died with the old server: that attempt is a 503 too, and the
+      // pool drops it. A client retries 503s, so recovery means "succeeds within a few retries, no restart".
+      let result: unknown;
+      for (let attempt = 0; attempt < 5 && result === undefined; attempt++) {
+        result = await app
+          .caller(`${path}-during`, path)
+          .payments.create({ amount: 2 })
+          .catch(() => undefined);
+        if (result === undefined) await sleep(200);
+      }
+      expect(result).toMatchObject({ amount: 2 });
+      expect(app.control.runs).toBe(2);
+      const rows = await pool.query(`SELECT amount FROM payments WHERE user_id = '${path}' ORDER BY id`);
+      expect(rows.rows.map((r) => r.amount)).toEqual([1, 2]);
+    }, 120_000);
+  }
+});
