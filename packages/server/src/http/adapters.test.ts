@@ -162,6 +162,26 @@ for (const [name, , send] of adapters) {
   });
 }
 
+describe('fetch adapter with CORS headers from responseMeta (docs/adapters.md)', () => {
+  it('sends both the CORS headers and the replay flag', async () => {
+    const res = await fetchRequestHandler({
+      endpoint: '/trpc',
+      router,
+      createContext: createFetchContext,
+      responseMeta: () => ({
+        headers: new Headers({ 'Access-Control-Expose-Headers': 'Idempotent-Replayed, Retry-After' }),
+      }),
+      req: new Request('http://fetch.test/trpc/echo', {
+        method: 'POST',
+        body: JSON.stringify({ replay: true }),
+        headers: { 'content-type': 'application/json', 'Idempotency-Key': 'cors-1' },
+      }),
+    });
+    expect(res.headers.get('access-control-expose-headers')).toBe('Idempotent-Replayed, Retry-After');
+    expect(res.headers.get('idempotent-replayed')).toBe('true');
+  });
+});
+
 describe('with the real tRPC client', () => {
   it('sends Idempotency-Keys from httpBatchLink and sees the replay list on the response', async () => {
     const seen: Response[] = [];
