@@ -248,6 +248,16 @@ describe('retry budget', () => {
     expect(seen).toHaveLength(3 + 2);
   });
 
+  test('a call whose retry the spent budget cannot fund fails at once, without sleeping through a backoff', async () => {
+    const budget = retryBudget({ minRetries: 0, retryRatio: 0 });
+    const { client, seen } = setup(() => unavailable, { budget, random: () => 1 });
+    const call = settle(client.mutation('pay', {}));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(call.done).toBe(true);
+    expect(seen).toHaveLength(1);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
   test('the budget refills as its window slides', async () => {
     const budget = retryBudget({ minRetries: 1, retryRatio: 0, windowMs: 10_000 });
     const { client, seen } = setup(() => 'network', { budget, attempts: 2 });

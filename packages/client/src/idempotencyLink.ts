@@ -143,6 +143,8 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
             return;
           }
           if (attempt >= o.attempts) return fail(error);
+          // A spent budget fails the call now rather than after a backoff that leads nowhere.
+          if (o.budget && !o.budget.canRetry()) return fail(error);
 
           let delayMs: number;
           if (verdict.retryAfterMs !== undefined) {

@@ -16,6 +16,15 @@ describe('retryBudget', () => {
     expect(take(budget, 50)).toBe(10);
   });
 
+  test('canRetry tells whether a retry is available without taking it', () => {
+    const c = clock();
+    const budget = retryBudget({ now: c.now, minRetries: 1 });
+    expect(budget.canRetry()).toBe(true);
+    expect(budget.canRetry()).toBe(true);
+    expect(budget.tryAcquireRetry()).toBe(true);
+    expect(budget.canRetry()).toBe(false);
+  });
+
   test('each answered attempt buys retryRatio retries', () => {
     const c = clock();
     const budget = retryBudget({ now: c.now, minRetries: 0, retryRatio: 0.5 });

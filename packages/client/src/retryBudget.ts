@@ -8,7 +8,12 @@ export interface RetryBudget {
    * Such answers show the service is up, and fund retries.
    */
   recordAnswered(): void;
-  /** Takes one retry from the budget. `false` when it is spent: the call then fails with its last error. */
+  /**
+   * Whether a retry could be taken now, without taking it. Asked when an attempt fails, so that a call whose
+   * retry cannot be funded fails at once instead of sleeping through a backoff first.
+   */
+  canRetry(): boolean;
+  /** Takes one retry from the budget, when it is due. `false` when spent: the call then fails with its last error. */
   tryAcquireRetry(): boolean;
 }
 
@@ -77,6 +82,10 @@ export function retryBudget(opts: RetryBudgetOptions = {}): RetryBudget {
     recordAnswered() {
       const slot = advance();
       answered[slot] = answered[slot]! + 1;
+    },
+    canRetry() {
+      advance();
+      return sum(retried) + 1 <= minRetries + retryRatio * sum(answered);
     },
     tryAcquireRetry() {
       const slot = advance();

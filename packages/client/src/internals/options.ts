@@ -116,7 +116,10 @@ export function resolveOptions(
 }
 
 function isBudget(value: RetryBudget | RetryBudgetOptions): value is RetryBudget {
-  return typeof (value as RetryBudget).tryAcquireRetry === 'function';
+  return (
+    typeof (value as RetryBudget).tryAcquireRetry === 'function' &&
+    typeof (value as RetryBudget).canRetry === 'function'
+  );
 }
 
 function number(name: string, value: number, min = 0): number {
