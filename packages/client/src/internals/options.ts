@@ -25,8 +25,8 @@ export interface IdempotencyLinkOptions<TRouter extends AnyRouter> {
    */
   procedures: readonly MutationPath<TRouter>[] | 'all';
   /**
-   * Total attempts, the first included. Five attempts with the default backoff span about 4.5 s on average,
-   * enough to ride out a redeploy or a dropped connection.
+   * Total attempts, the first included. With the default backoff, five attempts wait at most 4.5 s in all
+   * (2.25 s on average): enough to ride out a dropped connection or a rolling restart.
    * @default 5
    */
   attempts?: number;
