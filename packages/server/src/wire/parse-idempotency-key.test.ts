@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { IdempotencyError } from '../errors/idempotency-error.js';
+import { headerOf, loadWireVectors } from './__tests__/wire-vectors.js';
 import { parseIdempotencyKey, parseIdempotencyKeys, validateKey } from './parse-idempotency-key.js';
-import { headerOf, loadWireVectors } from './wire-vectors.js';
 
 const vectors = loadWireVectors();
 

@@ -1,7 +1,7 @@
 import { serializeDictionary, serializeItem } from 'structured-headers';
 import { describe, expect, it } from 'vitest';
+import { loadWireVectors } from './__tests__/wire-vectors.js';
 import { serializeKeyHeader, serializeKeysDictionary, serializeString } from './structured-string.js';
-import { loadWireVectors } from './wire-vectors.js';
 
 describe('shared encode vectors', () => {
   for (const vector of loadWireVectors().encode) {

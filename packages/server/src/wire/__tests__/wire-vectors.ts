@@ -4,8 +4,17 @@ import { fileURLToPath } from 'node:url';
 
 // Test-only loader for the shared conformance cases. The shared folder sits beside the repository root, both
 // here (/work/shared next to /work/main) and in CI (<clone>/../shared).
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
-export const WIRE_VECTORS_PATH = path.resolve(repoRoot, '../shared/wire-vectors.json');
+function findRepoRoot(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(path.join(dir, 'turbo.json'))) {
+    const parent = path.dirname(dir);
+    if (parent === dir) throw new Error('Cannot find the repository root (the folder holding turbo.json)');
+    dir = parent;
+  }
+  return dir;
+}
+
+export const WIRE_VECTORS_PATH = path.resolve(findRepoRoot(), '../shared/wire-vectors.json');
 
 export interface KeyVector {
   header?: string;
