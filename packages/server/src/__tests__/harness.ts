@@ -1,7 +1,7 @@
 import { PGlite } from '@electric-sql/pglite';
 import { initTRPC } from '@trpc/server';
 import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
-import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
+import { type Generated, Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { z } from 'zod';
@@ -17,7 +17,7 @@ export const BACKENDS = ['pg-fast', 'pg-general', 'pglite'] as const;
 export type BackendName = (typeof BACKENDS)[number];
 
 export interface AppDB {
-  payments: { id: number; user_id: string; amount: number; note: string | null };
+  payments: { id: Generated<number>; user_id: string; amount: number; note: string | null };
 }
 
 /** One database of a test file, on one backend. */

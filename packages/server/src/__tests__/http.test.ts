@@ -78,7 +78,7 @@ describe('over HTTP (standalone adapter, superjson router)', () => {
 
   it('replays a Date and a Map output as Date and Map, with Idempotent-Replayed: true', async () => {
     const replayedHeader: (string | null)[] = [];
-    const client = createTRPCClient<any>({
+    const client: any = createTRPCClient<any>({
       links: [
         httpLink({
           url,
