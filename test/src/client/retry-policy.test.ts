@@ -109,7 +109,8 @@ describe('never retried', () => {
 
 describe('retried', () => {
   test('the idempotency in_progress 409 is retried until the original finishes, then replays it', async () => {
-    const client = createTestClient(impatient.url);
+    // Enough attempts that a slow machine still sees the original finish within the retries.
+    const client = createTestClient(impatient.url, { link: { attempts: 10 } });
     const key = 'slow-original';
     const original = client.payments.create.mutate({ amount: 9, delayMs: 1500 }, { context: { idempotencyKey: key } });
     await new Promise((resolve) => setTimeout(resolve, 200));
