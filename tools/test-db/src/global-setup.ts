@@ -1,11 +1,6 @@
 import type { TestProject } from 'vitest/node';
-import { resolveTestServer } from './resolve-server.ts';
-
-declare module 'vitest' {
-  export interface ProvidedContext {
-    pgAdminUrl: string;
-  }
-}
+import './provided-context.js';
+import { resolveTestServer } from './resolve-server.js';
 
 /** Vitest global setup: resolves one Postgres server per run and hands its URL to every test file. */
 export default async function setup(project: TestProject) {

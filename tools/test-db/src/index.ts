@@ -1,2 +1,4 @@
-export { type EmbeddedPostgres, resolveTestServer, startEmbeddedPostgres, type TestServer } from './resolve-server.ts';
-export { createTestDatabase, type TestDatabase } from './test-database.ts';
+import './provided-context.js';
+
+export { type EmbeddedPostgres, resolveTestServer, startEmbeddedPostgres, type TestServer } from './resolve-server.js';
+export { createTestDatabase, type TestDatabase } from './test-database.js';
