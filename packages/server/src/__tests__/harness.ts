@@ -27,6 +27,8 @@ export interface Backend {
   pool: pg.Pool | undefined;
   /** Another "server instance" on the same database (pg only): its own Kysely and pool. */
   another(): { db: Kysely<AppDB>; pool: pg.Pool | undefined };
+  /** A new raw `pg` pool on this database (pg only; closed by `close()`). */
+  newPool(): pg.Pool;
   /** Runs SQL for assertions, outside the middleware. */
   query<R = Record<string, unknown>>(text: string): Promise<R[]>;
   close(): Promise<void>;
@@ -43,6 +45,9 @@ export async function openBackend(name: BackendName): Promise<Backend> {
       another: () => {
         throw new Error('PGlite is one in-process database: no second instance');
       },
+      newPool: () => {
+        throw new Error('PGlite has no pg pool');
+      },
       query: async (text) => (await sql.raw(text).execute(db)).rows as never,
       close: () => db.destroy(),
     };
@@ -56,6 +61,7 @@ export async function openBackend(name: BackendName): Promise<Backend> {
   };
   const main = make();
   const extra: Kysely<AppDB>[] = [main.db];
+  const pools: pg.Pool[] = [];
   await createAppTables(main.db);
   return {
     name,
@@ -66,9 +72,16 @@ export async function openBackend(name: BackendName): Promise<Backend> {
       extra.push(other.db);
       return { db: other.db, pool: name === 'pg-fast' ? other.pool : undefined };
     },
+    newPool: () => {
+      const pool = new pg.Pool({ connectionString: tdb.url, max: 10 });
+      pool.on('error', () => {});
+      pools.push(pool);
+      return pool;
+    },
     query: async (text) => (await tdb.pool.query(text)).rows,
     close: async () => {
       await Promise.allSettled(extra.map((k) => k.destroy()));
+      await Promise.allSettled(pools.map((p) => p.end()));
       await tdb.drop();
     },
   };

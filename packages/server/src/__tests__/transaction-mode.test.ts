@@ -1,5 +1,5 @@
 import { TRPCError } from '@trpc/server';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../index.js';
 import { expectReason, failure, reasonOf } from './expectations.js';
@@ -195,6 +195,33 @@ describe.each(BACKENDS)('transaction mode on %s', (name) => {
     const result = await original;
     expect(await b.caller(key, 'pgwait').payments.create({ amount: 9 })).toEqual(result);
     expect(b.control.runs + zero.control.runs).toBe(0);
+  });
+
+  it.skipIf(name === 'pglite')('bounds only the claim with `wait`, never the handler own locks', async () => {
+    const idem = createIdempotency({ db: backend.db, pool: backend.pool, scope: () => 'locks', wait: 50 });
+    await backend.query(`INSERT INTO payments (user_id, amount) VALUES ('lock-holder', 1)`);
+    const router = t.router({
+      m: t.procedure.use(idem.middleware).mutation(async ({ ctx }) => {
+        const setting = await sql<{ v: string }>`SELECT current_setting('lock_timeout') AS v`.execute(
+          ctx.idempotency.db,
+        );
+        // Waits ~300 ms for the row lock another connection holds: far past `wait`.
+        await ctx.idempotency.db
+          .updateTable('payments')
+          .set({ amount: 2 })
+          .where('user_id', '=', 'lock-holder')
+          .execute();
+        return setting.rows[0]!.v;
+      }),
+    });
+    const holder = backend.another();
+    const release = holder.db.transaction().execute(async (trx) => {
+      await trx.updateTable('payments').set({ amount: 3 }).where('user_id', '=', 'lock-holder').execute();
+      await sleep(300);
+    });
+    await sleep(50);
+    expect(await router.createCaller({ userId: 'x', headers: { 'idempotency-key': newKey() } }).m()).toBe('0');
+    await release;
   });
 
   it('fails with response_too_large, rolls back the writes and frees the key', async () => {

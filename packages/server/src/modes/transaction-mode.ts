@@ -64,30 +64,24 @@ async function claimKey(
   const values = { ...call, ttlMs: rt.options.ttl };
   // On one connection nothing can hold a lock on our row: no timeout to set.
   const locks = !store.singleConnection;
-  // What is left of `wait` after any wait in process; 0 becomes 1 ms (lock_timeout 0 would mean "forever").
+  // What is left of `wait` after any wait in process.
   const waitMs = Math.max(0, Math.ceil(call.deadline - performance.now()));
+  const claim = sql.claimTransaction(values, locks ? waitMs : undefined);
   let session: Session;
   let claimed: Row | undefined;
   let existing: Row | undefined;
   if (store.pipelined) {
-    const opened = await store.begin([
-      sql.setLockTimeout(waitMs),
-      sql.claimTransaction(values),
-      sql.resetLockTimeout(),
-      sql.select(call),
-      sql.savepoint(),
-    ]);
+    // One round trip: the SELECT is a separate statement so, after a wait, it sees the original's committed row.
+    const opened = await store.begin([claim, sql.select(call), sql.savepoint()]);
     session = opened.session;
-    claimed = opened.rows[1]?.[0];
-    existing = opened.rows[3]?.[0];
+    claimed = opened.rows[0]?.[0];
+    existing = opened.rows[1]?.[0];
   } else {
-    const opened = await store.begin(
-      locks ? [sql.setLockTimeout(waitMs), sql.claimTransaction(values)] : [sql.claimTransaction(values)],
-    );
+    const opened = await store.begin([claim]);
     session = opened.session;
-    claimed = opened.rows[opened.rows.length - 1]?.[0];
+    claimed = opened.rows[0]?.[0];
     try {
-      if (claimed) await session.run(locks ? [sql.resetLockTimeout(), sql.savepoint()] : [sql.savepoint()]);
+      if (claimed) await session.run([sql.savepoint()]);
       else existing = (await session.run([sql.select(call)]))[0]?.[0];
     } catch (error) {
       await session.rollback().catch(() => {});

@@ -14,6 +14,9 @@ export interface ClaimValues extends RowKey {
   ttlMs: number;
 }
 
+/** A transaction-local setting that keeps the caller's lock_timeout while the claim bounds its own wait. */
+const SAVED_LOCK_TIMEOUT = 'trpc_idempotency.saved_lock_timeout';
+
 /** Name of the savepoint a transaction-mode claim sets, so a stored error can drop the handler's writes. */
 export const SAVEPOINT = 'trpc_idempotency_handler';
 
@@ -36,18 +39,30 @@ export class Statements {
 
   /**
    * Transaction-mode claim: inserts the row as in_progress, or takes over an expired one. A concurrent uncommitted
-   * claim of the same key makes this wait (bounded by lock_timeout) until it commits or rolls back. Returns a row
-   * only when this call now owns the key.
+   * claim of the same key makes this wait until it commits or rolls back. Returns a row only when this call now
+   * owns the key.
+   *
+   * With `lockTimeoutMs`, that wait is bounded inside the same statement (no extra round trip): the filter sets
+   * lock_timeout for the transaction, keeping the previous value aside, before the row is inserted; RETURNING,
+   * evaluated after the insert, puts the previous value back, so `wait` never bounds the handler's own locks.
+   * 0 ms becomes 1 ms: lock_timeout = 0 would mean "wait forever".
    */
-  claimTransaction(v: ClaimValues): string {
+  claimTransaction(v: ClaimValues, lockTimeoutMs?: number): string {
+    const bounded = lockTimeoutMs !== undefined;
+    const gate = bounded
+      ? `\nWHERE set_config('lock_timeout', CASE WHEN set_config('${SAVED_LOCK_TIMEOUT}', current_setting('lock_timeout'), true) IS NULL THEN NULL ELSE '${int(Math.max(1, lockTimeoutMs))}ms' END, true) IS NOT NULL`
+      : '';
+    const restore = bounded
+      ? `, set_config('lock_timeout', current_setting('${SAVED_LOCK_TIMEOUT}'), true) AS lock_timeout_restored`
+      : '';
     return `INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, created_at, expires_at)
-VALUES (${literal(v.scope)}, ${literal(v.key)}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress',
-  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond')
+SELECT ${literal(v.scope)}, ${literal(v.key)}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress',
+  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'${gate}
 ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, path = excluded.path,
   status = 'in_progress', token = NULL, locked_until = NULL, response = NULL,
   created_at = excluded.created_at, expires_at = excluded.expires_at
 WHERE k.expires_at <= clock_timestamp() AND NOT (k.status = 'in_progress' AND k.locked_until > clock_timestamp())
-RETURNING (extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms`;
+RETURNING (extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms${restore}`;
   }
 
   /**
@@ -75,16 +90,6 @@ RETURNING (SELECT status FROM prev) AS prev_status, (extract(epoch from k.expire
   /** Reads the row as it is now (a separate statement gets a fresh READ COMMITTED snapshot after a wait). */
   select(r: RowKey): string {
     return `SELECT ${ROW_COLUMNS} FROM ${this.#t} WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)}`;
-  }
-
-  /** Bounds the claim's wait for a concurrent original. 0 would disable the timeout, hence at least 1 ms. */
-  setLockTimeout(waitMs: number): string {
-    return `SET LOCAL lock_timeout = '${int(Math.max(1, waitMs))}ms'`;
-  }
-
-  /** Gives the handler the lock timeout it would have had without us: `wait` bounds only the claim. */
-  resetLockTimeout(): string {
-    return 'SET LOCAL lock_timeout TO DEFAULT';
   }
 
   savepoint(): string {

@@ -1,0 +1,83 @@
+import { Kysely, PostgresDialect } from 'kysely';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { PgPoolLike } from '../index.js';
+import { type AppDB, type Backend, makeApp, openBackend, sleep } from './harness.js';
+
+/** Counts every statement text sent through a pool (one `query` call is one round trip). */
+function countingPool(pool: pg.Pool) {
+  const sent: string[] = [];
+  const counted: PgPoolLike = {
+    connect: async () => {
+      const client = await pool.connect();
+      return {
+        query: (text: string, values?: readonly unknown[]) => {
+          sent.push(text);
+          return client.query(text, values as unknown[]) as never;
+        },
+        release: (error?: Error | boolean) => client.release(error as Error | undefined),
+      };
+    },
+  };
+  return { pool: counted, sent };
+}
+
+/**
+ * Round trips are the budget the middleware spends per call (see the README's Performance). The handler of
+ * the test app sends one INSERT of its own, included in the counts below.
+ */
+describe('round trips per call', () => {
+  let backend: Backend;
+  beforeAll(async () => {
+    backend = await openBackend('pg-general');
+    await makeApp(backend).idempotency.migrate();
+  });
+  afterAll(() => backend?.close());
+
+  it('pg fast path, transaction mode: 2 of ours on a first execution, 0 on a cached replay', async () => {
+    const counting = countingPool(backend.newPool());
+    const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool: counting.pool as never }) });
+    const app = makeApp({ db, pool: counting.pool as never });
+    await app.caller('rt-fast', 'rt').payments.create({ amount: 1 });
+    expect(counting.sent).toHaveLength(3); // claim batch, the handler's INSERT, completion batch
+    expect(counting.sent[0]).toMatch(/^BEGIN/);
+    expect(counting.sent[2]).toMatch(/COMMIT$/);
+    counting.sent.length = 0;
+    await app.caller('rt-fast', 'rt').payments.create({ amount: 1 });
+    expect(counting.sent).toHaveLength(0);
+    const uncached = makeApp({ db, pool: counting.pool as never }, { cache: false });
+    await uncached.caller('rt-fast', 'rt').payments.create({ amount: 1 });
+    await sleep(20);
+    expect(counting.sent).toHaveLength(2); // claim batch (returns the done row), then a ROLLBACK nobody waits for
+  });
+
+  it('pg fast path, lease mode: claim, BEGIN, completion', async () => {
+    const counting = countingPool(backend.newPool());
+    const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool: counting.pool as never }) });
+    const app = makeApp({ db, pool: counting.pool as never }, { mode: 'lease' });
+    await app.caller('rt-lease', 'rt').payments.create({ amount: 1 });
+    expect(counting.sent).toHaveLength(4); // claim (+ row read), BEGIN, the handler's INSERT, completion + COMMIT
+  });
+
+  it('general path (Kysely only), transaction mode: statement by statement', async () => {
+    const sent: string[] = [];
+    const db = new Kysely<AppDB>({
+      dialect: new PostgresDialect({ pool: backend.newPool() }),
+      log: (event) => {
+        if (event.level === 'query') sent.push(event.query.sql);
+      },
+    });
+    const app = makeApp({ db, pool: undefined });
+    await app.caller('rt-general-warm', 'rt').payments.create({ amount: 1 }); // detects the dialect once
+    sent.length = 0;
+    await app.caller('rt-general', 'rt').payments.create({ amount: 1 });
+    expect(sent.map((s) => s.split(/\s/)[0]!.toUpperCase())).toEqual([
+      'START',
+      'INSERT',
+      'SAVEPOINT',
+      'INSERT',
+      'UPDATE',
+      'COMMIT',
+    ]);
+  });
+});
