@@ -51,12 +51,12 @@ describe('round trips per call', () => {
     expect(counting.sent).toHaveLength(2); // claim batch (returns the done row), then a ROLLBACK nobody waits for
   });
 
-  it('pg fast path, lease mode: claim, BEGIN, completion', async () => {
+  it('pg fast path, lease mode: 2 of ours (claim + BEGIN, completion + COMMIT)', async () => {
     const counting = countingPool(backend.newPool());
     const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool: counting.pool as never }) });
     const app = makeApp({ db, pool: counting.pool as never }, { mode: 'lease' });
     await app.caller('rt-lease', 'rt').payments.create({ amount: 1 });
-    expect(counting.sent).toHaveLength(4); // claim (+ row read), BEGIN, the handler's INSERT, completion + COMMIT
+    expect(counting.sent).toHaveLength(3); // claim committed + BEGIN, the handler's INSERT, completion + COMMIT
   });
 
   it('general path (Kysely only), transaction mode: statement by statement', async () => {

@@ -41,11 +41,15 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
     const claimSql = sql.claimLease({ ...call, ttlMs: options.ttl, token, leaseMs: options.lease });
     let claimed: Row | undefined;
     let existing: Row | undefined;
+    let session: Session | undefined;
     try {
       if (store.pipelined) {
-        const rows = await store.autocommit([claimSql, sql.select(call)]);
-        claimed = rows[0]?.[0];
-        existing = rows[1]?.[0];
+        // One round trip: the claim commits, and the handler's transaction is already open if it won.
+        const opened = await store.commitThenBegin([claimSql, sql.select(call)]);
+        claimed = opened.rows[0]?.[0];
+        existing = opened.rows[1]?.[0];
+        if (claimed) session = opened.session;
+        else opened.session.rollback().catch(() => {});
       } else {
         claimed = (await store.autocommit([claimSql]))[0]?.[0];
         if (!claimed) existing = (await store.autocommit([sql.select(call)]))[0]?.[0];
@@ -57,7 +61,7 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
       if (waited) event(rt, call, 'waited');
       const takeover = claimed.prev_status === 'in_progress';
       if (takeover) event(rt, call, 'taken_over');
-      return await runOwned(rt, call, next, { token, takeover, expiresAt: Number(claimed.expires_ms) });
+      return await runOwned(rt, call, next, { token, takeover, expiresAt: Number(claimed.expires_ms) }, session);
     }
     if (existing) {
       if (existing.fingerprint !== call.fingerprint || existing.path !== call.path) throw mismatch(rt, call);
@@ -81,6 +85,7 @@ async function runOwned(
   call: Call,
   next: NextFn,
   claim: { token: string; takeover: boolean; expiresAt: number },
+  opened: Session | undefined,
 ): Promise<MiddlewareResultLike> {
   const { store, sql, options } = rt;
   const owner = { scope: call.scope, key: call.key, token: claim.token };
@@ -89,7 +94,7 @@ async function runOwned(
   try {
     let session: Session;
     try {
-      session = (await store.begin([])).session;
+      session = opened ?? (await store.begin([])).session;
     } catch (error) {
       await store.autocommit([sql.releaseLease(owner)]).catch(() => {});
       throw claimFailure(rt, call, error);

@@ -20,16 +20,22 @@ export class PgSession implements Session {
     this.executor = root.getExecutor().withConnectionProvider(this.#provider);
   }
 
+  /**
+   * Checks out a client and opens the transaction, in one round trip with `statements` after the BEGIN and
+   * `before` ahead of it (lease mode commits its claim there: `BEGIN; claim; COMMIT`). Rows of both, in order.
+   */
   static async begin(
     pool: PgPoolLike,
     root: Kysely<any>,
     statements: readonly string[],
+    before: readonly string[] = [],
   ): Promise<{ session: PgSession; rows: Row[][] }> {
     const client = await pool.connect();
     const session = new PgSession(client, root);
     try {
-      const rows = await session.#send(['BEGIN ISOLATION LEVEL READ COMMITTED', ...statements]);
-      return { session, rows: rows.slice(1) };
+      const rows = await session.#send([...before, 'BEGIN ISOLATION LEVEL READ COMMITTED', ...statements]);
+      rows.splice(before.length, 1);
+      return { session, rows };
     } catch (error) {
       await session.rollback().catch(() => {});
       throw error;
