@@ -66,6 +66,14 @@ try {
     if (supportsPool) contenders.push({ name: 'ours-tx+pool', kind: 'ours', mode: 'transaction', pool: true });
     contenders.push({ name: 'ours-lease', kind: 'ours', mode: 'lease' });
     if (supportsPool) contenders.push({ name: 'ours-lease+pool', kind: 'ours', mode: 'lease', pool: true });
+    contenders.push({
+      name: supportsPool ? 'ours-tx+pool-nocache' : 'ours-tx-nocache',
+      kind: 'ours',
+      mode: 'transaction',
+      pool: supportsPool,
+      cache: false,
+      replayOnly: true,
+    });
   } else {
     log('! @trpc-idempotency/server is not built: benching the peers only');
   }

@@ -14,6 +14,8 @@ export interface ContenderSpec {
   table?: string;
   /** Ours only: `false` turns its in-process replay cache off, so replays read the table. */
   cache?: boolean;
+  /** Benched in the replay and round-trip scenarios only (a variant that changes nothing on first executions). */
+  replayOnly?: boolean;
 }
 
 export interface ServerConfig {

@@ -5,11 +5,12 @@ export function quantile(sorted: ArrayLike<number>, q: number): number {
   return sorted[index]!;
 }
 
+/** Median; the mean of the two middle values when the count is even. */
 export function median(values: number[]): number {
-  return quantile(
-    [...values].sort((a, b) => a - b),
-    0.5,
-  );
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  if (sorted.length === 0) return Number.NaN;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /** Median of the values with their spread (min–max), what the tables print for per-round ratios. */

@@ -38,7 +38,17 @@ export function replayTable(results: BenchResults): string[] {
 
 export function roundTripTable(results: BenchResults): string[] {
   return table(
-    ['contender', 'SQL light', 'SQL payment', 'SQL replay', 'Redis first', 'Redis replay'],
+    [
+      'contender',
+      'SQL light',
+      'SQL payment',
+      'SQL replay',
+      'Redis first',
+      'Redis replay',
+      'server CPU µs light',
+      'payment',
+      'replay',
+    ],
     (results.roundTrips ?? []).map((r) => [
       r.contender,
       num(r.sqlLight),
@@ -46,6 +56,9 @@ export function roundTripTable(results: BenchResults): string[] {
       num(r.sqlReplay),
       num(r.redisLight),
       num(r.redisReplay),
+      Number.isFinite(r.cpuLight) ? Math.round(r.cpuLight) : '–',
+      Number.isFinite(r.cpuPayment) ? Math.round(r.cpuPayment) : '–',
+      Number.isFinite(r.cpuReplay) ? Math.round(r.cpuReplay) : '–',
     ]),
   );
 }

@@ -13,7 +13,8 @@ export function checkTargets(r: BenchResults): TargetCheck[] {
   const checks: TargetCheck[] = [];
   const overhead = (name: string, handler: string) =>
     r.overhead?.find((o) => o.contender === name && o.handler === handler)?.ratio.median;
-  const ours = (r.contenders ?? []).filter((c) => c.kind === 'ours');
+  const ours = (r.contenders ?? []).filter((c) => c.kind === 'ours' && !c.replayOnly);
+  const oursAll = (r.contenders ?? []).filter((c) => c.kind === 'ours').map((c) => c.name);
   const txNames = ours.filter((c) => c.mode === 'transaction').map((c) => c.name);
   const leaseNames = ours.filter((c) => c.mode === 'lease').map((c) => c.name);
   for (const name of txNames) {
@@ -41,7 +42,7 @@ export function checkTargets(r: BenchResults): TargetCheck[] {
       });
     }
   }
-  for (const row of (r.replay ?? []).filter((x) => txNames.includes(x.contender) || leaseNames.includes(x.contender))) {
+  for (const row of (r.replay ?? []).filter((x) => oursAll.includes(x.contender))) {
     const fastestPeer = Math.max(
       ...(r.replay ?? [])
         .filter((x) => ['powertools', 'node-idempotency'].includes(x.contender))

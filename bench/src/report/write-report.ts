@@ -41,7 +41,7 @@ export async function writeReport(
 const metMark = (met: boolean | undefined) => (met === undefined ? '–' : met ? 'yes' : 'no');
 
 function chart(r: BenchResults): string {
-  const names = r.contenders.map((c) => c.name);
+  const names = r.contenders.filter((c) => !c.replayOnly).map((c) => c.name);
   const ratio = (name: string, handler: string): Spread | undefined =>
     r.overhead?.find((o) => o.contender === name && o.handler === handler)?.ratio;
   const groups: ChartGroup[] = [

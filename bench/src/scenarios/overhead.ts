@@ -24,7 +24,7 @@ export interface OverheadRow {
  */
 export async function overheadScenario(env: BenchEnv): Promise<OverheadRow[]> {
   const { params } = env;
-  const names = env.contenders.map((c) => c.name);
+  const names = env.contenders.filter((c) => !c.replayOnly).map((c) => c.name);
   const handlers: HandlerName[] = ['light', 'payment'];
   const results = new Map<string, LoadResult[]>();
   let seq = 0;

@@ -27,7 +27,8 @@ export async function replayScenario(env: BenchEnv): Promise<ReplayRow[]> {
   const replayers = env.contenders.filter((c) => c.kind !== 'plain').map((c) => c.name);
   const keys = new Map<string, string[]>();
   for (const name of replayers) {
-    const list = Array.from({ length: params.replayKeys }, (_, i) => `${runTag}-r-${name}-${i}`);
+    const id = name.replace(/[^A-Za-z0-9-]/g, '_');
+    const list = Array.from({ length: params.replayKeys }, (_, i) => `${runTag}-r-${id}-${i}`);
     const ok = await sendKeys(server(env, name).url, 'light', list, params.connections);
     if (ok !== list.length) env.log(`  ${name}: only ${ok}/${list.length} replay keys completed`);
     keys.set(name, list);

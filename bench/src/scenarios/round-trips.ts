@@ -12,28 +12,50 @@ export interface RoundTripRow {
   redisLight: number;
   redisPayment: number;
   redisReplay: number;
+  /** Server process CPU per request, µs: less sensitive to a shared machine than throughput. */
+  cpuLight: number;
+  cpuPayment: number;
+  cpuReplay: number;
 }
 
-const N = 200;
+const N = 400;
+const CONNECTIONS = 4;
 
-/** Counts round trips per request on the server side: N sequential requests, counter deltas divided by N. */
+/**
+ * Counts round trips and CPU per request on the server side: N requests (4 at a time), counter deltas ÷ N.
+ * The replay pass sends the light keys again, after they completed.
+ */
 export async function roundTripScenario(env: BenchEnv): Promise<RoundTripRow[]> {
   const rows: RoundTripRow[] = [];
   for (const spec of env.contenders) {
     const s = server(env, spec.name);
     const measure = async (path: string, keys: string[]) => {
       const before = await s.counters();
-      await sendKeys(s.url, path, keys, 1);
+      await sendKeys(s.url, path, keys, CONNECTIONS);
       const after = await s.counters();
-      return { sql: (after.queries - before.queries) / keys.length, redis: (after.redis - before.redis) / keys.length };
+      const per = (a: number, b: number) => (a - b) / keys.length;
+      return {
+        sql: per(after.queries, before.queries),
+        redis: per(after.redis, before.redis),
+        cpu: per(after.cpuMicros, before.cpuMicros),
+      };
     };
-    const lightKeys = Array.from({ length: N }, (_, i) => `${runTag}-rt-${spec.name}-l${i}`);
+    const id = spec.name.replace(/[^A-Za-z0-9-]/g, '_');
+    const lightKeys = Array.from({ length: N }, (_, i) => `${runTag}-rt-${id}-l${i}`);
+    // Untimed warm-up so JIT compilation does not count against the first contender measured.
+    await sendKeys(
+      s.url,
+      'light',
+      Array.from({ length: 100 }, (_, i) => `${runTag}-rtw-${id}-${i}`),
+      CONNECTIONS,
+    );
     const light = await measure('light', lightKeys);
     const payment = await measure(
       'payment',
-      Array.from({ length: N }, (_, i) => `${runTag}-rt-${spec.name}-p${i}`),
+      Array.from({ length: N }, (_, i) => `${runTag}-rt-${id}-p${i}`),
     );
-    const replay = spec.kind === 'plain' ? { sql: Number.NaN, redis: Number.NaN } : await measure('light', lightKeys);
+    const none = { sql: Number.NaN, redis: Number.NaN, cpu: Number.NaN };
+    const replay = spec.kind === 'plain' ? none : await measure('light', lightKeys);
     rows.push({
       contender: spec.name,
       sqlLight: light.sql,
@@ -42,9 +64,12 @@ export async function roundTripScenario(env: BenchEnv): Promise<RoundTripRow[]> 
       redisLight: light.redis,
       redisPayment: payment.redis,
       redisReplay: replay.redis,
+      cpuLight: light.cpu,
+      cpuPayment: payment.cpu,
+      cpuReplay: replay.cpu,
     });
     env.log(
-      `  ${spec.name.padEnd(18)} sql light=${light.sql.toFixed(2)} payment=${payment.sql.toFixed(2)} replay=${replay.sql.toFixed(2)}  redis light=${light.redis.toFixed(2)} replay=${replay.redis.toFixed(2)}`,
+      `  ${spec.name.padEnd(22)} sql ${light.sql.toFixed(2)}/${payment.sql.toFixed(2)}/${replay.sql.toFixed(2)}  redis ${light.redis.toFixed(2)}/${replay.redis.toFixed(2)}  cpu µs ${light.cpu.toFixed(0)}/${payment.cpu.toFixed(0)}/${replay.cpu.toFixed(0)}`,
     );
   }
   return rows;

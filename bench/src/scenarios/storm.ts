@@ -18,7 +18,7 @@ export interface StormRow {
 export async function stormScenario(env: BenchEnv): Promise<StormRow[]> {
   const rows: StormRow[] = [];
   const count = env.params.stormRequests;
-  for (const spec of env.contenders.filter((c) => c.kind !== 'plain')) {
+  for (const spec of env.contenders.filter((c) => c.kind !== 'plain' && !c.replayOnly)) {
     const key = `${runTag}-storm-${spec.name}`;
     const pool = new Pool(server(env, spec.name).url, { connections: count, pipelining: 1 });
     const statuses: Record<string, number> = {};

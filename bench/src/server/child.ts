@@ -1,7 +1,7 @@
 /**
  * One contender's HTTP server, run as a child process so the load generator never shares its event loop.
  * Config arrives as JSON in BENCH_SERVER_CONFIG; the port goes back over IPC. The parent can ask for the
- * number of SQL round trips (every pg Client.query) and Redis commands sent so far.
+ * number of SQL round trips (every pg Client.query), Redis commands sent and CPU time used so far.
  */
 import { createHTTPServer } from '@trpc/server/adapters/standalone';
 import { Kysely, PostgresDialect } from 'kysely';
@@ -37,7 +37,10 @@ server.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, () => {
 });
 
 process.on('message', (message: { type: string }) => {
-  if (message.type === 'counters') process.send?.({ type: 'counters', queries, redis: redis.commands });
+  if (message.type === 'counters') {
+    const cpu = process.cpuUsage();
+    process.send?.({ type: 'counters', queries, redis: redis.commands, cpuMicros: cpu.user + cpu.system });
+  }
   if (message.type === 'stop') {
     server.close();
     void db.destroy().finally(() => process.exit(0));

@@ -2,13 +2,19 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ServerConfig } from '../contenders/contender-spec.ts';
 
+export interface ServerCounters {
+  queries: number;
+  redis: number;
+  cpuMicros: number;
+}
+
 /** A contender's server running in its own process. */
 export interface BenchServer {
   name: string;
   url: string;
   child: ChildProcess;
-  /** SQL round trips and Redis commands the server has sent since it started. */
-  counters(): Promise<{ queries: number; redis: number }>;
+  /** SQL round trips and Redis commands the server has sent, and its CPU time (µs), since it started. */
+  counters(): Promise<ServerCounters>;
   stop(): Promise<void>;
 }
 
@@ -36,10 +42,10 @@ export async function spawnServer(config: ServerConfig): Promise<BenchServer> {
     child,
     counters: () =>
       new Promise((resolve) => {
-        const onMessage = (m: { type: string; queries: number; redis: number }) => {
+        const onMessage = (m: { type: string } & ServerCounters) => {
           if (m.type !== 'counters') return;
           child.off('message', onMessage);
-          resolve({ queries: m.queries, redis: m.redis });
+          resolve({ queries: m.queries, redis: m.redis, cpuMicros: m.cpuMicros });
         };
         child.on('message', onMessage);
         child.send({ type: 'counters' });
