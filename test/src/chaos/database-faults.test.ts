@@ -24,6 +24,7 @@ type Result = { paymentId: string; key: string };
 
 /** Sends `count` payments from `clients` clients; resolves with every result by ref. */
 async function traffic(opts: {
+  server: ServerProcess;
   url: string;
   clients: number;
   count: number;
@@ -32,19 +33,24 @@ async function traffic(opts: {
 }) {
   const results = new Map<string, Result>();
   const deadline = Date.now() + 60_000;
-  await Promise.all(
-    Array.from({ length: opts.clients }, async (_, c) => {
-      const client = createPaymentsClient({
-        url: opts.url,
-        stats: opts.stats,
-        link: { attemptTimeoutMs: 3_000, baseDelayMs: 50, maxDelayMs: 800, maxElapsedMs: 6_000 },
-      });
-      for (let i = c; i < opts.count; i += opts.clients) {
-        const ref = `${opts.prefix}-${i}`;
-        results.set(ref, await payUntilDone(client, { ref, amount: i + 1 }, opts.stats, deadline));
-      }
-    }),
-  );
+  const crashed = opts.server.crashed();
+  crashed.catch(() => {});
+  await Promise.race([
+    crashed,
+    Promise.all(
+      Array.from({ length: opts.clients }, async (_, c) => {
+        const client = createPaymentsClient({
+          url: opts.url,
+          stats: opts.stats,
+          link: { attemptTimeoutMs: 3_000, baseDelayMs: 50, maxDelayMs: 800, maxElapsedMs: 6_000 },
+        });
+        for (let i = c; i < opts.count; i += opts.clients) {
+          const ref = `${opts.prefix}-${i}`;
+          results.set(ref, await payUntilDone(client, { ref, amount: i + 1 }, opts.stats, deadline));
+        }
+      }),
+    ),
+  ]);
   return results;
 }
 
@@ -92,6 +98,7 @@ describe('database faults', () => {
       const stats = emptyClientStats();
       const started = Date.now();
       const results = await traffic({
+        server,
         url: `http://127.0.0.1:${server.port}`,
         clients: 10,
         count: 150,
@@ -117,92 +124,102 @@ describe('database faults', () => {
     },
   );
 
-  it('answers 503 store_unavailable while Postgres is down and recovers without a restart once it is back', async () => {
-    const pgServer: EmbeddedPostgres = await startEmbeddedPostgres();
-    cleanups.push(() => pgServer.stop());
-    const admin = new pg.Client({ connectionString: pgServer.url });
-    await admin.connect();
-    await admin.query('create database chaos');
-    await admin.end();
-    const url = new URL(pgServer.url);
-    url.pathname = '/chaos';
-    const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
-    pool.on('error', () => {});
-    const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
-    cleanups.push(() => db.destroy());
-    await createLedger(db);
+  it.each([
+    { label: 'Kysely path', rawPool: false },
+    { label: 'raw pg fast path', rawPool: true },
+  ])(
+    'answers 503 store_unavailable while Postgres is down and recovers without a restart once it is back ($label)',
+    async ({ label, rawPool }) => {
+      const pgServer: EmbeddedPostgres = await startEmbeddedPostgres();
+      cleanups.push(() => pgServer.stop());
+      const admin = new pg.Client({ connectionString: pgServer.url });
+      await admin.connect();
+      await admin.query('create database chaos');
+      await admin.end();
+      const url = new URL(pgServer.url);
+      url.pathname = '/chaos';
+      const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
+      pool.on('error', () => {});
+      const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+      cleanups.push(() => db.destroy());
+      await createLedger(db);
 
-    const server = new ServerProcess({ databaseUrl: url.toString(), handlerDelayMs: 40, rawPool: true });
-    cleanups.push(() => server.stop());
-    await server.start();
-    const events = countEvents(server);
-    const stats = emptyClientStats();
-    const started = Date.now();
+      const server = new ServerProcess({ databaseUrl: url.toString(), handlerDelayMs: 40, rawPool });
+      cleanups.push(() => server.stop());
+      await server.start();
+      const events = countEvents(server);
+      const stats = emptyClientStats();
+      const started = Date.now();
 
-    const outage = { ms: 0, probes: 0, storeUnavailable: 0, other: new Map<string, number>(), handlerRunsDuring: 0 };
-    const outageRun = (async () => {
-      await sleep(1_000);
-      const down = Date.now();
-      await pgServer.pause();
-      let enters = 0;
-      const countEnter = (e: { ev: string }) => {
-        if (e.ev === 'enter') enters++;
-      };
-      server.on('event', countEnter);
-      // Probe with raw HTTP (no retries) for 2.5 s: each answer must say what happened.
-      while (Date.now() - down < 2_500) {
-        const res = await callRaw({
-          port: server.port,
-          path: 'payments.create',
-          input: { ref: `probe-${outage.probes}`, amount: 1 },
-          key: `"${randomUUID()}"`,
-        });
-        outage.probes++;
-        if (res.status === 503 && res.reason === 'store_unavailable' && Number(res.headers['retry-after']) > 0) {
-          outage.storeUnavailable++;
-        } else {
-          const label = `${res.status} ${res.reason ?? res.code ?? ''}`;
-          outage.other.set(label, (outage.other.get(label) ?? 0) + 1);
+      const outage = { ms: 0, probes: 0, storeUnavailable: 0, other: new Map<string, number>(), handlerRunsDuring: 0 };
+      const outageRun = (async () => {
+        await sleep(1_000);
+        const down = Date.now();
+        await pgServer.pause();
+        let enters = 0;
+        const countEnter = (e: { ev: string }) => {
+          if (e.ev === 'enter') enters++;
+        };
+        server.on('event', countEnter);
+        // Probe with raw HTTP (no retries) for 2.5 s: each answer must say what happened.
+        while (Date.now() - down < 2_500) {
+          const res = await callRaw({
+            port: server.port,
+            path: 'payments.create',
+            input: { ref: `probe-${outage.probes}`, amount: 1 },
+            key: `"${randomUUID()}"`,
+          });
+          outage.probes++;
+          if (res.status === 503 && res.reason === 'store_unavailable' && Number(res.headers['retry-after']) > 0) {
+            outage.storeUnavailable++;
+          } else {
+            const label = `${res.status} ${res.reason ?? res.code ?? ''}`;
+            outage.other.set(label, (outage.other.get(label) ?? 0) + 1);
+          }
+          await sleep(100);
         }
-        await sleep(100);
-      }
-      server.off('event', countEnter);
-      outage.handlerRunsDuring = enters;
-      await pgServer.start();
-      outage.ms = Date.now() - down;
-    })();
-    const results = await traffic({
-      url: `http://127.0.0.1:${server.port}`,
-      clients: 8,
-      count: 200,
-      prefix: 'outage',
-      stats,
-    });
-    await outageRun;
-    // After the outage, new calls go through on the same process.
-    const after = await traffic({
-      url: `http://127.0.0.1:${server.port}`,
-      clients: 4,
-      count: 20,
-      prefix: 'after',
-      stats,
-    });
-    events.stop();
-    for (const [ref, r] of after) results.set(ref, r);
+        server.off('event', countEnter);
+        outage.handlerRunsDuring = enters;
+        await pgServer.start();
+        outage.ms = Date.now() - down;
+      })();
+      // Awaited below; a server crash would otherwise surface here first as an unhandled rejection.
+      outageRun.catch(() => {});
+      const results = await traffic({
+        server,
+        url: `http://127.0.0.1:${server.port}`,
+        clients: 8,
+        count: 200,
+        prefix: 'outage',
+        stats,
+      });
+      await outageRun;
+      // After the outage, new calls go through on the same process.
+      const after = await traffic({
+        server,
+        url: `http://127.0.0.1:${server.port}`,
+        clients: 4,
+        count: 20,
+        prefix: 'after',
+        stats,
+      });
+      events.stop();
+      for (const [ref, r] of after) results.set(ref, r);
 
-    const ledger = await expectExactlyOnce(db, results, 220);
-    console.log(
-      [
-        `[chaos:pg-outage] 8 clients, 200 payments, Postgres stopped for ${(outage.ms / 1000).toFixed(1)} s, then 20 more payments; ${((Date.now() - started) / 1000).toFixed(1)} s`,
-        `  during the outage: ${outage.probes} probes, ${outage.storeUnavailable} answered 503 store_unavailable with Retry-After, others: ${formatCounts(outage.other)}, handler runs: ${outage.handlerRunsDuring}`,
-        `  client: ${stats.attempts} attempts, ${stats.linkRetries} link retries, ${stats.replayed} replays, ${stats.callerResends} caller re-sends`,
-        `  server: ${formatCounts(events.counts)}; process started ${server.starts} time(s)`,
-        `  verified: ${ledger.rows} ledger rows, ${ledger.duplicatedRefs} duplicated, every caller holds the committed payment`,
-      ].join('\n'),
-    );
-    expect(outage.probes).toBeGreaterThan(5);
-    expect(outage.storeUnavailable).toBe(outage.probes);
-    expect(outage.handlerRunsDuring).toBe(0);
-    expect(server.starts).toBe(1);
-  });
+      const ledger = await expectExactlyOnce(db, results, 220);
+      console.log(
+        [
+          `[chaos:pg-outage:${label}] 8 clients, 200 payments, Postgres stopped for ${(outage.ms / 1000).toFixed(1)} s, then 20 more payments; ${((Date.now() - started) / 1000).toFixed(1)} s`,
+          `  during the outage: ${outage.probes} probes, ${outage.storeUnavailable} answered 503 store_unavailable with Retry-After, others: ${formatCounts(outage.other)}, handler runs: ${outage.handlerRunsDuring}`,
+          `  client: ${stats.attempts} attempts, ${stats.linkRetries} link retries, ${stats.replayed} replays, ${stats.callerResends} caller re-sends`,
+          `  server: ${formatCounts(events.counts)}; process started ${server.starts} time(s)`,
+          `  verified: ${ledger.rows} ledger rows, ${ledger.duplicatedRefs} duplicated, every caller holds the committed payment`,
+        ].join('\n'),
+      );
+      expect(outage.probes).toBeGreaterThan(5);
+      expect(outage.storeUnavailable).toBe(outage.probes);
+      expect(outage.handlerRunsDuring).toBe(0);
+      expect(server.starts).toBe(1);
+    },
+  );
 });

@@ -103,7 +103,8 @@ export async function payUntilDone(
       stats.callerResends++;
       const label = err instanceof Error ? err.message.slice(0, 60) : String(err);
       stats.giveUps.set(label, (stats.giveUps.get(label) ?? 0) + 1);
-      await sleep(100);
+      // A person pressing "try again", not a tight loop: the link has already spent its own retries.
+      await sleep(250);
     }
   }
 }

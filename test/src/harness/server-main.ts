@@ -17,8 +17,15 @@ const pool = new pg.Pool({
   max: num(env.POOL_MAX) ?? 10,
   application_name: env.APP_NAME ?? 'chaos-server',
 });
-// Terminated backends and a stopped Postgres surface here; the middleware must cope, the process must live.
+// Terminated backends and a stopped Postgres surface here for idle pooled clients; the process must live.
 pool.on('error', () => {});
+if (env.RAW_POOL !== '1') {
+  // A client checked out and idle (a transaction open across the handler's non-database work) reports a
+  // terminated backend as an 'error' event on the client itself, which crashes Node if nobody listens.
+  // Kysely attaches no listener, so an app on the Kysely path must, as here. With the raw pool handed to the
+  // middleware (its fast path) we deliberately do not: the middleware holds those clients and must listen.
+  pool.on('connect', (client) => client.on('error', () => {}));
+}
 const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
 
 const mode = env.MODE === 'lease' ? 'lease' : 'transaction';

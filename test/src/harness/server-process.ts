@@ -94,6 +94,9 @@ export class ServerProcess extends EventEmitter<{ event: [ServerEvent]; exit: [n
   private stderr = '';
   starts = 0;
   kills = 0;
+  /** Exits nobody asked for (a crash of the server itself), with the stderr tail of each. */
+  readonly crashes: { code: number | null; signal: string | null; stderr: string }[] = [];
+  private expectingExit = false;
 
   constructor(readonly opts: ServerProcessOptions) {
     super();
@@ -161,6 +164,8 @@ export class ServerProcess extends EventEmitter<{ event: [ServerEvent]; exit: [n
     });
     child.on('exit', (code, signal) => {
       if (this.child === child) this.child = undefined;
+      if (!this.expectingExit) this.crashes.push({ code, signal, stderr: this.stderr });
+      this.expectingExit = false;
       this.emit('exit', code, signal);
     });
     await new Promise<void>((resolve, reject) => {
@@ -192,6 +197,7 @@ export class ServerProcess extends EventEmitter<{ event: [ServerEvent]; exit: [n
     const child = this.child;
     if (!child) return;
     this.kills++;
+    this.expectingExit = true;
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     child.kill('SIGKILL');
     await exited;
@@ -201,9 +207,27 @@ export class ServerProcess extends EventEmitter<{ event: [ServerEvent]; exit: [n
   async stop(): Promise<void> {
     const child = this.child;
     if (!child) return;
+    this.expectingExit = true;
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     child.kill('SIGKILL');
     await exited;
+  }
+
+  /**
+   * Rejects when the server exits without being asked to (it crashed by itself), with its stderr: race a
+   * test's traffic against it so a crash fails the test at once instead of at a deadline.
+   */
+  crashed(): Promise<never> {
+    return new Promise((_, reject) => {
+      const onExit = () => {
+        const crash = this.crashes.at(-1);
+        if (!crash || this.crashes.length === seen) return;
+        this.off('exit', onExit);
+        reject(new Error(`server crashed (code ${crash.code}, signal ${crash.signal}):\n${crash.stderr}`));
+      };
+      const seen = this.crashes.length;
+      this.on('exit', onExit);
+    });
   }
 
   /** The last few KB the server wrote to stderr, for failure messages. */
