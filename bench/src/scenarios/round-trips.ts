@@ -18,7 +18,6 @@ export interface RoundTripRow {
   cpuReplay: number;
 }
 
-const N = 400;
 const CONNECTIONS = 4;
 
 /**
@@ -27,6 +26,7 @@ const CONNECTIONS = 4;
  */
 export async function roundTripScenario(env: BenchEnv): Promise<RoundTripRow[]> {
   const rows: RoundTripRow[] = [];
+  const N = env.params.quick ? 200 : 400;
   for (const spec of env.contenders) {
     const s = server(env, spec.name);
     const measure = async (path: string, keys: string[]) => {

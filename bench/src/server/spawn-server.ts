@@ -22,7 +22,12 @@ const childPath = fileURLToPath(new URL('./child.ts', import.meta.url));
 
 export async function spawnServer(config: ServerConfig): Promise<BenchServer> {
   const child = fork(childPath, [], {
-    execArgv: ['--import', 'tsx'],
+    // BENCH_CPU_PROF=<dir> writes a V8 CPU profile per server (read them with src/profile-summary.ts).
+    execArgv: [
+      '--import',
+      'tsx',
+      ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF] : []),
+    ],
     env: { ...process.env, BENCH_SERVER_CONFIG: JSON.stringify(config) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
