@@ -36,6 +36,8 @@ function newestMtime(target: string): number {
 
 /** Builds the app unless `.next` is newer than its sources and the two packages it uses (Turborepo usually built it). */
 function ensureBuilt(): void {
+  // Set when iterating on the test itself while the packages keep being rebuilt.
+  if (process.env.TEST_DEMO_REUSE_BUILD === '1' && existsSync(path.join(demoDir, '.next', 'BUILD_ID'))) return;
   const buildId = path.join(demoDir, '.next', 'BUILD_ID');
   const sources = ['app', 'src', 'next.config.ts', 'package.json'].map((entry) => path.join(demoDir, entry));
   sources.push(path.join(repoRoot, 'packages/server/dist'), path.join(repoRoot, 'packages/client/dist'));
@@ -57,8 +59,8 @@ function freePort(): Promise<number> {
   });
 }
 
-async function waitUntilServing(url: string, app: ChildProcess, output: () => string): Promise<void> {
-  const deadline = Date.now() + 60_000;
+async function waitUntilServing(url: string, app: ChildProcess, output: () => string, timeoutMs: number) {
+  const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (app.exitCode !== null) throw new Error(`next start exited with ${app.exitCode}:\n${output()}`);
     try {
@@ -68,7 +70,7 @@ async function waitUntilServing(url: string, app: ChildProcess, output: () => st
     }
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  throw new Error(`the demo did not answer at ${url} within 60 s:\n${output()}`);
+  throw new Error(`the demo did not answer at ${url} within ${timeoutMs / 1000} s:\n${output()}`);
 }
 
 describe.skipIf(!chromiumPath)('the demo in Chromium', () => {
@@ -82,7 +84,13 @@ describe.skipIf(!chromiumPath)('the demo in Chromium', () => {
     ensureBuilt();
     const port = await freePort();
     dataDir = mkdtempSync(path.join(tmpdir(), 'demo-pglite-'));
-    const env = { ...process.env, DEMO_DATA_DIR: dataDir, NEXT_TELEMETRY_DISABLED: '1' };
+    // Vitest sets NODE_ENV=test; a production build served under it renders the wrong React build.
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      NODE_ENV: 'production',
+      DEMO_DATA_DIR: dataDir,
+      NEXT_TELEMETRY_DISABLED: '1',
+    };
     // The embedded PGlite in a fresh folder: an empty ledger, whatever DATABASE_URL the test run has.
     delete env.DATABASE_URL;
     app = spawn(process.execPath, [nextBin, 'start', '-p', String(port), '-H', '127.0.0.1'], {
@@ -94,7 +102,10 @@ describe.skipIf(!chromiumPath)('the demo in Chromium', () => {
     app.stdout?.on('data', (chunk) => (log += chunk));
     app.stderr?.on('data', (chunk) => (log += chunk));
     const baseUrl = `http://127.0.0.1:${port}`;
-    await waitUntilServing(baseUrl, app, () => log);
+    await waitUntilServing(baseUrl, app, () => log, 60_000);
+    // PGlite initialises its fresh data folder on start: seconds, or much longer on a busy machine.
+    const ledgerUrl = `${baseUrl}/api/trpc/payments.ledger?input=${encodeURIComponent('{"json":{"limit":1}}')}`;
+    await waitUntilServing(ledgerUrl, app, () => log, 180_000);
 
     browser = await chromium.launch({
       executablePath: chromiumPath,
@@ -111,8 +122,19 @@ describe.skipIf(!chromiumPath)('the demo in Chromium', () => {
     });
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     page = await context.newPage();
+    page.on('pageerror', (error) => (log += `[browser] ${error.message}\n`));
+    page.on('console', (message) => (log += `[console.${message.type()}] ${message.text()}\n`));
+    page.on('response', (response) => (log += `[http] ${response.status()} ${response.url()}\n`));
+    page.on('requestfailed', (request) => (log += `[http] failed ${request.url()} ${request.failure()?.errorText}\n`));
     await page.goto(baseUrl);
-    await expect.poll(() => page.getByTestId('ledger-rows').textContent(), { timeout: 30_000 }).toBe('0');
+    // A fresh data folder: the page loaded once the (empty) ledger arrived.
+    await page
+      .getByTestId('ledger-rows')
+      .filter({ hasText: /^0$/ })
+      .waitFor({ timeout: 30_000 })
+      .catch((error: Error) => {
+        throw new Error(`the page never showed its empty ledger: ${error.message}\n${log}`);
+      });
   });
 
   afterAll(async () => {
@@ -142,7 +164,7 @@ describe.skipIf(!chromiumPath)('the demo in Chromium', () => {
 
   it('charges once when the response to the first attempt is lost, and shows the retry as replayed', async () => {
     const row = await pay('lose-response', '42.00', 'Lost-answer coffee');
-    expect(await row.getAttribute('data-outcome')).toBe('charged');
+    expect(await row.getAttribute('data-outcome'), (await row.textContent()) ?? '').toBe('charged');
     expect(Number(await row.getAttribute('data-attempts'))).toBeGreaterThanOrEqual(2);
     expect(await row.getAttribute('data-replayed')).toBe('true');
     await expect.poll(ledgerRows).toBe('1');
@@ -154,7 +176,7 @@ describe.skipIf(!chromiumPath)('the demo in Chromium', () => {
 
   it('rides out a real 503 with Retry-After and charges once', async () => {
     const row = await pay('unavailable', '7.25', 'Gateway busy');
-    expect(await row.getAttribute('data-outcome')).toBe('charged');
+    expect(await row.getAttribute('data-outcome'), (await row.textContent()) ?? '').toBe('charged');
     expect(Number(await row.getAttribute('data-attempts'))).toBeGreaterThanOrEqual(2);
     await expect(row.textContent()).resolves.toContain('503');
     await expect.poll(ledgerRows).toBe('2');
@@ -162,7 +184,7 @@ describe.skipIf(!chromiumPath)('the demo in Chromium', () => {
 
   it('gets a real 409 while an earlier copy is in flight, then replays it: one payment', async () => {
     const row = await pay('in-flight-duplicate', '19.99', 'Slow link');
-    expect(await row.getAttribute('data-outcome')).toBe('charged');
+    expect(await row.getAttribute('data-outcome'), (await row.textContent()) ?? '').toBe('charged');
     await expect(row.textContent()).resolves.toContain('409');
     expect(await row.getAttribute('data-replayed')).toBe('true');
     await expect.poll(ledgerRows).toBe('3');

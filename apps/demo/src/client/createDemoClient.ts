@@ -36,7 +36,7 @@ export function createDemoClient(options: DemoClientOptions) {
       httpBatchLink({
         url: options.url,
         transformer: superjson,
-        headers: (opts) => ({ ...idempotencyHeaders(opts), 'x-demo-user': userId }),
+        headers: idempotencyHeaders.with({ 'x-demo-user': userId }),
         // Keeps status and Retry-After of non-tRPC answers (a gateway's 503 page) visible to the link.
         fetch: idempotencyFetch(options.fetch),
       }),

@@ -11,10 +11,11 @@ export interface LedgerView {
   database: string;
 }
 
-export function Ledger({ ledger }: { ledger: LedgerView | null }) {
+export function Ledger({ ledger, error }: { ledger: LedgerView | null; error: string | null }) {
   return (
     <section className="card">
       <h2>Ledger</h2>
+      {error && <p className="hint error">Could not load the ledger: {error}</p>}
       {ledger === null ? (
         <p className="hint">Loading…</p>
       ) : (

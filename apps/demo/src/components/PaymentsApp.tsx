@@ -29,10 +29,13 @@ export function PaymentsApp() {
   const [network, setNetwork] = useState<ReadonlyMap<string, NetworkAttempt[]>>(new Map());
   const [submissions, setSubmissions] = useState<Submission[]>([]);
   const [ledger, setLedger] = useState<LedgerView | null>(null);
+  const [ledgerError, setLedgerError] = useState<string | null>(null);
   const [amount, setAmount] = useState('12.50');
   const [description, setDescription] = useState('Coffee beans');
   // One form submission keeps one key, across retries, double clicks and "try again", until the server answers.
-  const [formKey, setFormKey] = useState(newKey);
+  // Made in the browser after hydration: the page is prerendered, and a key baked into its HTML would be shared.
+  const [formKey, setFormKey] = useState<string | null>(null);
+  useEffect(() => setFormKey((current) => current ?? newKey()), []);
   const nextId = useRef(1);
 
   const client = useMemo(
@@ -55,8 +58,10 @@ export function PaymentsApp() {
   const refreshLedger = useCallback(async () => {
     try {
       setLedger(await client.payments.ledger.query({ limit: 20 }));
-    } catch {
-      // The next poll tries again; the ledger is read-only and never retried by the idempotency link.
+      setLedgerError(null);
+    } catch (error) {
+      // The next poll tries again: queries pass the idempotency link untouched and are never retried by it.
+      setLedgerError(error instanceof Error ? error.message : String(error));
     }
   }, [client]);
 
@@ -102,7 +107,7 @@ export function PaymentsApp() {
 
   async function submit(copies: 1 | 2) {
     const amountCents = parseAmount(amount);
-    if (amountCents === null || description.trim() === '') return;
+    if (amountCents === null || description.trim() === '' || formKey === null) return;
     const key = formKey;
     const vias: Submission['via'][] = copies === 1 ? ['submit'] : ['double-1', 'double-2'];
     const outcomes = await Promise.all(vias.map((via) => send(key, amountCents, description.trim(), via)));
@@ -110,7 +115,7 @@ export function PaymentsApp() {
     if (outcomes.some(isDefinitive)) setFormKey((current) => (current === key ? newKey() : current));
   }
 
-  const amountValid = parseAmount(amount) !== null;
+  const canPay = parseAmount(amount) !== null && formKey !== null;
   return (
     <main>
       <header>
@@ -137,7 +142,7 @@ export function PaymentsApp() {
                   inputMode="decimal"
                   value={amount}
                   onChange={(event) => setAmount(event.target.value)}
-                  aria-invalid={!amountValid}
+                  aria-invalid={parseAmount(amount) === null}
                   data-testid="amount"
                 />
               </label>
@@ -152,16 +157,16 @@ export function PaymentsApp() {
                 />
               </label>
               <p className="hint small">
-                This submission&apos;s key: <code data-testid="form-key">{formKey}</code>
+                This submission&apos;s key: <code data-testid="form-key">{formKey ?? '…'}</code>
               </p>
               <div className="buttons">
-                <button type="submit" disabled={!amountValid} data-testid="pay">
+                <button type="submit" disabled={!canPay} data-testid="pay">
                   Pay
                 </button>
                 <button
                   type="button"
                   className="secondary"
-                  disabled={!amountValid}
+                  disabled={!canPay}
                   onClick={() => void submit(2)}
                   data-testid="pay-twice"
                   title="The same submission sent twice at once, like a double click or the same form in two tabs"
@@ -174,7 +179,7 @@ export function PaymentsApp() {
           </section>
           <NetworkControl mode={mode} onChange={setMode} />
         </div>
-        <Ledger ledger={ledger} />
+        <Ledger ledger={ledger} error={ledgerError} />
       </div>
       <Submissions submissions={submissions} network={network} />
     </main>

@@ -122,7 +122,12 @@ export function flakyFetch(options: FlakyFetchOptions): typeof fetch {
 
     if (fault === 'lose-response') {
       // Let the whole answer arrive (the server has committed), then drop it.
-      await response.arrayBuffer();
+      try {
+        await response.arrayBuffer();
+      } catch (error) {
+        report(init?.signal?.aborted ? 'timed-out' : 'network-error', response);
+        throw error;
+      }
       report('lost', response);
       throw networkError('demo: response lost after the server committed');
     }
@@ -130,8 +135,9 @@ export function flakyFetch(options: FlakyFetchOptions): typeof fetch {
       try {
         await delay(slowMs, init?.signal);
       } catch (error) {
-        await response.body?.cancel();
         report('timed-out', response);
+        // The abort may already have errored the body: cancelling it then rejects, which changes nothing.
+        await response.body?.cancel().catch(() => {});
         throw error;
       }
     }

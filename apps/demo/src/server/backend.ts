@@ -10,40 +10,39 @@ import { migratePayments } from './schema';
  */
 const WAIT_MS = Number(process.env.DEMO_WAIT_MS ?? 300);
 
-function createBackend(handle: DemoDatabaseHandle) {
-  const idempotency = createIdempotency({
-    db: handle.db,
-    pool: handle.pool,
-    scope: ({ ctx }: { ctx: DemoContext }) => `user:${ctx.userId}`,
-    wait: WAIT_MS,
-  });
-  let ready: Promise<void> | undefined;
-  return {
-    ...handle,
-    idempotency,
-    /** Applies both migrations once per process, on the first request (never during `next build`). */
-    ensureReady(): Promise<void> {
-      ready ??= (async () => {
-        await idempotency.migrate();
-        await migratePayments(handle.db);
-      })().catch((error: unknown) => {
-        ready = undefined; // let the next request try again, e.g. once Postgres is up
-        throw error;
-      });
-      return ready;
-    },
-  };
+interface SharedDatabase {
+  handle: DemoDatabaseHandle;
+  ready?: Promise<void>;
 }
 
-export type DemoBackend = ReturnType<typeof createBackend>;
-
-const holder = globalThis as typeof globalThis & { __trpcIdempotencyDemoBackend?: DemoBackend };
+const holder = globalThis as typeof globalThis & { __trpcIdempotencyDemoDatabase?: SharedDatabase };
 
 /**
- * One database handle per process, kept on `globalThis` because `next dev` re-evaluates modules on every edit:
- * a second PGlite instance on the same folder would corrupt it.
+ * One database per process, kept on `globalThis`: `next dev` re-evaluates modules on every edit, and the
+ * instrumentation hook is bundled apart from the route. A second PGlite on the same folder would corrupt it.
+ * Only the database is shared: each bundle keeps its own middleware, so the errors it throws are the ones its
+ * own `idempotencyErrorFormatter` recognises.
  */
-export function getBackend(): DemoBackend {
-  holder.__trpcIdempotencyDemoBackend ??= createBackend(createDemoDatabase());
-  return holder.__trpcIdempotencyDemoBackend;
+holder.__trpcIdempotencyDemoDatabase ??= { handle: createDemoDatabase() };
+const shared: SharedDatabase = holder.__trpcIdempotencyDemoDatabase;
+
+export const database = shared.handle;
+
+export const idempotency = createIdempotency({
+  db: database.db,
+  pool: database.pool,
+  scope: ({ ctx }: { ctx: DemoContext }) => `user:${ctx.userId}`,
+  wait: WAIT_MS,
+});
+
+/** Applies both migrations once per process, on start or on the first request (never during `next build`). */
+export function ensureReady(): Promise<void> {
+  shared.ready ??= (async () => {
+    await idempotency.migrate();
+    await migratePayments(database.db);
+  })().catch((error: unknown) => {
+    shared.ready = undefined; // let the next request try again, e.g. once Postgres is up
+    throw error;
+  });
+  return shared.ready;
 }

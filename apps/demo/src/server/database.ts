@@ -15,7 +15,8 @@ export interface DemoDatabaseHandle {
 
 /** PGlite's data folder: `DEMO_DATA_DIR`, default `apps/demo/.data` (the demo's scripts run from apps/demo). */
 export function pgliteDataDir(): string {
-  return path.resolve(process.env.DEMO_DATA_DIR ?? path.join(process.cwd(), '.data'));
+  // Chosen at run time: keep the bundler from tracing the whole project because of it.
+  return path.resolve(/*turbopackIgnore: true*/ process.env.DEMO_DATA_DIR ?? path.join(process.cwd(), '.data'));
 }
 
 /**
@@ -42,6 +43,7 @@ export function createDemoDatabase(databaseUrl = process.env.DATABASE_URL): Demo
           const { mkdir } = await import('node:fs/promises');
           const { PGlite } = await import('@electric-sql/pglite');
           await mkdir(dataDir, { recursive: true });
+          console.log(`[demo] opening PGlite in ${dataDir}`);
           return PGlite.create(dataDir);
         },
       }),

@@ -1,14 +1,13 @@
 import { TRPCError } from '@trpc/server';
 import { sql } from 'kysely';
 import { z } from 'zod';
-import { getBackend } from '../backend';
+import { database, idempotency } from '../backend';
 import { publicProcedure, router } from '../trpc';
 
 /** Above this the demo's "card network" declines: a deterministic error the middleware stores and replays. */
 export const DECLINE_ABOVE_CENTS = 500_000;
 
-const backend = getBackend();
-const idempotentProcedure = publicProcedure.use(backend.idempotency.middleware);
+const idempotentProcedure = publicProcedure.use(idempotency.middleware);
 
 const createPaymentInput = z.object({
   amountCents: z.number().int().positive().max(100_000_000),
@@ -54,7 +53,7 @@ export const paymentsRouter = router({
   ledger: publicProcedure
     .input(z.object({ limit: z.number().int().min(1).max(1_000).default(50) }).default({ limit: 50 }))
     .query(async ({ ctx, input }) => {
-      const { db } = backend;
+      const { db } = database;
       const [rows, totals] = await Promise.all([
         db
           .selectFrom('payments')
@@ -86,7 +85,7 @@ export const paymentsRouter = router({
         /** Rows that share a key with an earlier row: money charged twice. Must stay 0. */
         duplicates: totals.rows - totals.keys,
         totalCents: Number(totals.total_cents),
-        database: backend.kind === 'pglite' ? `PGlite (${backend.location})` : `Postgres (${backend.location})`,
+        database: database.kind === 'pglite' ? `PGlite (${database.location})` : `Postgres (${database.location})`,
       };
     }),
 });

@@ -1,5 +1,5 @@
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
-import { getBackend } from '@/server/backend';
+import { ensureReady } from '@/server/backend';
 import { createDemoContext } from '@/server/context';
 import { appRouter } from '@/server/router';
 
@@ -23,9 +23,8 @@ function shedLoad(): Response {
 
 async function handler(req: Request): Promise<Response> {
   if (req.headers.get('x-demo-fault') === 'unavailable') return shedLoad();
-  const backend = getBackend();
   try {
-    await backend.ensureReady();
+    await ensureReady();
   } catch (error) {
     console.error('[demo] database not ready:', error);
     return new Response('Database unavailable, try again shortly.', {
