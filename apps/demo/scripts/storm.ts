@@ -55,7 +55,7 @@ function countAttempt(attempt: NetworkAttempt): void {
   stats.statuses.set(outcome, (stats.statuses.get(outcome) ?? 0) + 1);
   if (attempt.fault) stats.faults.set(attempt.fault, (stats.faults.get(attempt.fault) ?? 0) + 1);
   if (attempt.outcome === 409) stats.conflicts++;
-  if (attempt.replayed !== null && attempt.outcome !== 'lost') stats.replayedAnswers++;
+  if (attempt.replayed.length > 0 && attempt.outcome !== 'lost') stats.replayedAnswers++;
 }
 
 /** One device: its own idempotency link (own retry budget) over its own flaky connection. */

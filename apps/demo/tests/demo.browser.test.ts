@@ -174,12 +174,21 @@ describe.skipIf(!chromiumPath)('the demo in Chromium', () => {
     await page.screenshot({ path: path.join(artifactsDir, 'demo-lost-response.png'), fullPage: true });
   });
 
+  it('retries an attempt whose answer is slower than the attempt timeout, with the same key: one payment', async () => {
+    const row = await pay('slow-response', '3.10', 'Slow answer');
+    expect(await row.getAttribute('data-outcome'), (await row.textContent()) ?? '').toBe('charged');
+    expect(Number(await row.getAttribute('data-attempts'))).toBeGreaterThanOrEqual(2);
+    await expect(row.textContent()).resolves.toContain('timed out');
+    expect(await row.getAttribute('data-replayed')).toBe('true');
+    await expect.poll(ledgerRows).toBe('2');
+  });
+
   it('rides out a real 503 with Retry-After and charges once', async () => {
     const row = await pay('unavailable', '7.25', 'Gateway busy');
     expect(await row.getAttribute('data-outcome'), (await row.textContent()) ?? '').toBe('charged');
     expect(Number(await row.getAttribute('data-attempts'))).toBeGreaterThanOrEqual(2);
     await expect(row.textContent()).resolves.toContain('503');
-    await expect.poll(ledgerRows).toBe('2');
+    await expect.poll(ledgerRows).toBe('3');
   });
 
   it('gets a real 409 while an earlier copy is in flight, then replays it: one payment', async () => {
@@ -187,7 +196,7 @@ describe.skipIf(!chromiumPath)('the demo in Chromium', () => {
     expect(await row.getAttribute('data-outcome'), (await row.textContent()) ?? '').toBe('charged');
     await expect(row.textContent()).resolves.toContain('409');
     expect(await row.getAttribute('data-replayed')).toBe('true');
-    await expect.poll(ledgerRows).toBe('3');
+    await expect.poll(ledgerRows).toBe('4');
   });
 
   it('ends a double-clicked submission (the same key sent twice at once) as one payment', async () => {
@@ -203,8 +212,9 @@ describe.skipIf(!chromiumPath)('the demo in Chromium', () => {
     }
     const outcomes = await rows.locator('td.outcome').allTextContents();
     expect(outcomes[0]).toBe(outcomes[1]); // the same payment id
-    await expect.poll(ledgerRows).toBe('4');
+    await expect.poll(ledgerRows).toBe('5');
     expect(await page.getByTestId('ledger-duplicates').textContent()).toBe('0');
+    expect(await rows.locator('td .tag.replay').count()).toBe(1); // one copy ran, the other was replayed
     // The form's key is spent once the server answered.
     await expect.poll(() => page.getByTestId('form-key').textContent()).not.toBe(key);
 

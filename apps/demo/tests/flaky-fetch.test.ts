@@ -2,7 +2,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { FaultMode } from '../src/network/faultModes';
-import { flakyFetch, type NetworkAttempt, requestKeys } from '../src/network/flakyFetch';
+import { flakyFetch, type NetworkAttempt, replayedKeys, requestKeys } from '../src/network/flakyFetch';
 
 /** A real HTTP server that records what reached it. */
 let server: Server;
@@ -44,11 +44,19 @@ describe('flakyFetch', () => {
     expect(requestKeys(new Headers())).toEqual([]);
   });
 
+  it('maps Idempotent-Replayed onto the keys of a single call or a batch', () => {
+    const replayed = (value: string | null, keys: string[]) =>
+      replayedKeys(keys, new Response(null, { headers: value === null ? {} : { 'Idempotent-Replayed': value } }));
+    expect(replayed('true', ['a'])).toEqual(['a']);
+    expect(replayed('b0, b2', ['a', 'b', 'c'])).toEqual(['a', 'c']);
+    expect(replayed(null, ['a'])).toEqual([]);
+  });
+
   it('lets a lost response reach the server, then rejects like a dropped connection', async () => {
     const { fetch, attempts } = subject('lose-response');
     await expect(fetch(url, keyed('k-lost'))).rejects.toThrow(TypeError);
     expect(received).toHaveLength(1);
-    expect(attempts).toEqual([{ keys: ['k-lost'], fault: 'lose-response', outcome: 'lost', replayed: 'true' }]);
+    expect(attempts).toEqual([{ keys: ['k-lost'], fault: 'lose-response', outcome: 'lost', replayed: ['k-lost'] }]);
   });
 
   it('injects the fault into the first attempt of a key only', async () => {

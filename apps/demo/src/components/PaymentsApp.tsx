@@ -47,7 +47,8 @@ export function PaymentsApp() {
           onAttempt: (attempt) =>
             setNetwork((previous) => {
               const next = new Map(previous);
-              for (const key of attempt.keys) next.set(key, [...(next.get(key) ?? []), attempt]);
+              // A batch may carry the same key twice (a double submit): one request, one entry.
+              for (const key of new Set(attempt.keys)) next.set(key, [...(next.get(key) ?? []), attempt]);
               return next;
             }),
         }),
@@ -110,7 +111,14 @@ export function PaymentsApp() {
     if (amountCents === null || description.trim() === '' || formKey === null) return;
     const key = formKey;
     const vias: Submission['via'][] = copies === 1 ? ['submit'] : ['double-1', 'double-2'];
-    const outcomes = await Promise.all(vias.map((via) => send(key, amountCents, description.trim(), via)));
+    // The second copy leaves 20 ms later, as its own HTTP request (two tabs never share a batch), while the
+    // first is still in flight.
+    const outcomes = await Promise.all(
+      vias.map(async (via, index) => {
+        if (index > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+        return send(key, amountCents, description.trim(), via);
+      }),
+    );
     // Only a definitive answer spends the key; after a failure, "Pay" again resends the same key.
     if (outcomes.some(isDefinitive)) setFormKey((current) => (current === key ? newKey() : current));
   }

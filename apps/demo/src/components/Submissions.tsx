@@ -17,7 +17,7 @@ export interface Submission {
   message?: string;
 }
 
-function describeAttempt(attempt: NetworkAttempt): string {
+function describeAttempt(attempt: NetworkAttempt, key: string): string {
   const what =
     attempt.outcome === 'lost'
       ? 'answer lost'
@@ -26,7 +26,7 @@ function describeAttempt(attempt: NetworkAttempt): string {
         : attempt.outcome === 'network-error'
           ? 'network error'
           : String(attempt.outcome);
-  return attempt.replayed ? `${what} replayed` : what;
+  return attempt.replayed.includes(key) ? `${what} replayed` : what;
 }
 
 function outcomeText(submission: Submission): string {
@@ -88,7 +88,7 @@ export function Submissions({
                   // biome-ignore lint/suspicious/noArrayIndexKey: attempts are append-only
                   <span key={index} className={attempt.fault ? 'hop faulty' : 'hop'}>
                     {attempt.fault ? `${attempt.fault}: ` : ''}
-                    {describeAttempt(attempt)}
+                    {describeAttempt(attempt, submission.key)}
                   </span>
                 ))}
               </td>

@@ -8,8 +8,8 @@ export interface NetworkAttempt {
   fault: ConcreteFault | null;
   /** What the caller saw: an HTTP status, or the network error it got instead. */
   outcome: number | 'lost' | 'timed-out' | 'network-error';
-  /** The server's `Idempotent-Replayed` header: `true`, or the replayed batch entries (`b0, b2`). */
-  replayed: string | null;
+  /** The keys the server answered from its store (`Idempotent-Replayed: true`, or `b0, b2` for a batch). */
+  replayed: string[];
 }
 
 export interface FlakyFetchOptions {
@@ -38,9 +38,13 @@ export function requestKeys(headers: Headers): string[] {
   return [...batch.matchAll(/b\d+\s*=\s*"([^"]*)"/g)].map((match) => match[1] ?? '');
 }
 
-function replayedHeader(response: Response | undefined): string | null {
+/** Maps `Idempotent-Replayed` onto the request's keys: `true` (or `?1`) for a single call, `b0, b2` for a batch. */
+export function replayedKeys(keys: string[], response: Response | undefined): string[] {
   const value = response?.headers.get('idempotent-replayed')?.trim();
-  return !value || value === 'false' || value === '?0' ? null : value;
+  if (!value || value === 'false' || value === '?0') return [];
+  if (value === 'true' || value === '?1') return keys.slice(0, 1);
+  const replayed = value.split(',').map((token) => keys[Number(token.trim().replace(/^b/, ''))]);
+  return [...new Set(replayed.filter((key): key is string => key !== undefined))];
 }
 
 function networkError(message: string): TypeError {
@@ -99,7 +103,7 @@ export function flakyFetch(options: FlakyFetchOptions): typeof fetch {
     const fault = pickFault(keys);
     for (const key of keys) seen.add(key);
     const report = (outcome: NetworkAttempt['outcome'], response?: Response) =>
-      options.onAttempt?.({ keys, fault, outcome, replayed: replayedHeader(response) });
+      options.onAttempt?.({ keys, fault, outcome, replayed: replayedKeys(keys, response) });
 
     if (fault === 'unavailable') headers.set('x-demo-fault', 'unavailable');
     if (fault === 'in-flight-duplicate') {
