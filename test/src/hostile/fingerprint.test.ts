@@ -80,7 +80,7 @@ describe('fingerprints, observed through the server', () => {
         expect(replay.data).toEqual(first.data);
         expect(replay.headers['idempotent-replayed']).toBe('true');
       }),
-      { numRuns: 80, seed: 61 },
+      { numRuns: 60, seed: 61 },
     );
     expect(server.counters.executions - before).toBe(runs);
     console.log(
@@ -107,7 +107,7 @@ describe('fingerprints, observed through the server', () => {
         ).toBe(422);
         expect(second.reason).toBe('payload_mismatch');
       }),
-      { numRuns: 80, seed: 62 },
+      { numRuns: 60, seed: 62 },
     );
     expect(server.counters.executions - before).toBe(runs);
     console.log(`[hostile] property: ${runs} single-value changes all answered 422 payload_mismatch`);
