@@ -34,11 +34,17 @@ function startKiller(server: ServerProcess, random: () => number) {
   let nextKillAt = 10 + Math.floor(random() * 15);
   let pending: Promise<void> | undefined;
   let failure: unknown;
-  const figures = { kills: 0, handlersKilledMidway: 0 };
+  const figures = { kills: 0, handlersKilledMidway: 0, takeoversOfLiveHolders: 0 };
+  // Which server incarnation last started each key's handler: a takeover within the same incarnation means
+  // a lease expired while its holder was alive (renewal fell behind), not after a kill.
+  const enteredIn = new Map<string, number>();
   const onEvent = (e: ServerEvent) => {
     if (e.ev === 'leave') inFlight.delete(String(e.key));
     if (e.ev !== 'enter') return;
-    inFlight.add(String(e.key));
+    const key = String(e.key);
+    if (e.takeover && enteredIn.get(key) === server.starts) figures.takeoversOfLiveHolders++;
+    enteredIn.set(key, server.starts);
+    inFlight.add(key);
     sinceKill++;
     if (pending || figures.kills >= MAX_KILLS || sinceKill < nextKillAt) return;
     pending = (async () => {
@@ -142,11 +148,11 @@ describe.each([
     const perRef = new Map<string, number>();
     for (const c of unkeyed) perRef.set(c.ref, (perRef.get(c.ref) ?? 0) + 1);
     const repeatedRefs = [...perRef.values()].filter((n) => n > 1).length;
-    const { kills, handlersKilledMidway } = killer.figures;
+    const { kills, handlersKilledMidway, takeoversOfLiveHolders } = killer.figures;
     console.log(
       [
         `[chaos:server-crash:${mode}] seed ${SEED}, ${CLIENTS} clients, ${PAYMENTS} payments, handler ${HANDLER_MS} ms${'leaseMs' in modeOptions ? `, lease ${modeOptions.leaseMs} ms, wait ${modeOptions.waitMs} ms` : ''}, ${modeOptions.rawPool ? 'raw pg fast path' : 'Kysely path'}, ${(elapsed / 1000).toFixed(1)} s`,
-        `  faults: ${kills} SIGKILLs with ${handlersKilledMidway} handlers mid-flight, ${server.starts} server starts`,
+        `  faults: ${kills} SIGKILLs with ${handlersKilledMidway} handlers mid-flight, ${server.starts} server starts; ${takeoversOfLiveHolders} takeovers of a holder that was still alive`,
         `  client: ${stats.attempts} attempts, ${stats.linkRetries} link retries, ${stats.replayed} replays, ${stats.callerResends} caller re-sends`,
         `  server: ${formatCounts(events.counts)}`,
         `  verified: ${ledger.rows} ledger rows for ${ledger.distinctRefs} payments (${ledger.duplicatedRefs} duplicated); keyed provider charges ${keyed.length} for ${PAYMENTS} payments`,
@@ -164,6 +170,8 @@ describe.each([
     for (const c of keyed) expect(results.get(c.ref)?.chargeId, c.ref).toBe(c.chargeId);
     // The unkeyed one ran at least once per payment; repeats are measured above, not promised away.
     expect(perRef.size).toBe(PAYMENTS);
+    // Renewal keeps a live holder's lease: only claims of killed processes are taken over.
+    expect(takeoversOfLiveHolders).toBe(0);
     expect(kills).toBeGreaterThanOrEqual(3);
     expect(handlersKilledMidway).toBeGreaterThan(0);
   });
