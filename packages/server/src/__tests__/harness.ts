@@ -23,6 +23,8 @@ export interface AppDB {
 /** One database of a test file, on one backend. */
 export interface Backend {
   name: BackendName;
+  /** Connection string of the database (pg only). */
+  url: string;
   db: Kysely<AppDB>;
   pool: pg.Pool | undefined;
   /** Another "server instance" on the same database (pg only): its own Kysely and pool. */
@@ -40,6 +42,7 @@ export async function openBackend(name: BackendName): Promise<Backend> {
     await createAppTables(db);
     return {
       name,
+      url: '',
       db,
       pool: undefined,
       another: () => {
@@ -65,6 +68,7 @@ export async function openBackend(name: BackendName): Promise<Backend> {
   await createAppTables(main.db);
   return {
     name,
+    url: tdb.url,
     db: main.db,
     pool: name === 'pg-fast' ? main.pool : undefined,
     another: () => {
@@ -107,6 +111,8 @@ export interface Control {
   /** `ctx.idempotency.takeover` of each run. */
   takeovers: boolean[];
   gate?: Promise<void>;
+  /** Ms the handler spends after its write, outside the database. */
+  delayMs?: number;
   throwAfterWrite?: () => Error;
   result?: (input: { amount: number }) => unknown;
 }
@@ -135,6 +141,7 @@ export function makeApp(
       .returning('id')
       .executeTakeFirstOrThrow();
     if (control.gate) await control.gate;
+    if (control.delayMs) await new Promise((r) => setTimeout(r, control.delayMs));
     if (control.throwAfterWrite) throw control.throwAfterWrite();
     return control.result ? control.result(input) : { paymentId: row.id, amount: input.amount };
   });

@@ -3,7 +3,7 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectReason } from './expectations.js';
-import { type AppDB, makeApp, sleep } from './harness.js';
+import { type AppDB, makeApp, openBackend, sleep } from './harness.js';
 
 /** A Postgres of this file's own, so stopping it disturbs no other test. */
 describe('the database stopped at the claim', () => {
@@ -56,4 +56,57 @@ describe('the database stopped at the claim', () => {
       expect(rows.rows.map((r) => r.amount)).toEqual([1, 2]);
     }, 120_000);
   }
+});
+
+describe('connections terminated during calls', () => {
+  it('keeps the process alive on the pg fast path and stays exactly-once while backends are killed', async () => {
+    const backend = await openBackend('pg-fast');
+    const tag = `kill-${process.pid}`;
+    const pool = new pg.Pool({ connectionString: backend.url, max: 8, application_name: tag });
+    pool.on('error', () => {});
+    const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool }) });
+    const admin = new pg.Client({ connectionString: backend.url });
+    await admin.connect();
+    try {
+      const app = makeApp({ db, pool });
+      await app.idempotency.migrate();
+      app.control.delayMs = 20; // an open transaction across non-database work, as in a real handler
+      const killer = setInterval(() => {
+        admin
+          .query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '${tag}'`)
+          .catch(() => {});
+      }, 60);
+      const keys: string[] = [];
+      const end = Date.now() + 2500;
+      await Promise.all(
+        Array.from({ length: 6 }, async (_, worker) => {
+          for (let i = 0; Date.now() < end; i++) {
+            const key = `kill-${worker}-${i}`;
+            keys.push(key);
+            // A client retries with the same key until it gets an answer.
+            for (let attempt = 0; attempt < 50; attempt++) {
+              const ok = await app
+                .caller(key, key)
+                .payments.create({ amount: 1 })
+                .then(
+                  () => true,
+                  () => false,
+                );
+              if (ok) break;
+            }
+          }
+        }),
+      );
+      clearInterval(killer);
+      const counts = await backend.query<{ user_id: string; n: string }>(
+        'SELECT user_id, count(*) AS n FROM payments GROUP BY user_id HAVING count(*) > 1',
+      );
+      expect(counts).toEqual([]);
+      expect(keys.length).toBeGreaterThan(6);
+    } finally {
+      await admin.end();
+      await db.destroy();
+      await backend.close();
+    }
+  }, 60_000);
 });

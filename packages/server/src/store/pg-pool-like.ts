@@ -1,6 +1,8 @@
 /** The subset of `pg`'s `Pool` the fast path uses (so the package needs no `pg` dependency). */
 export interface PgPoolLike {
   connect(): Promise<PgClientLike>;
+  /** `pg` emits 'connect' with each new client, before handing it to anyone. */
+  on?(event: 'connect', listener: (client: PgClientLike) => void): unknown;
 }
 
 /** The subset of `pg`'s `PoolClient` the fast path uses. */
@@ -9,6 +11,12 @@ export interface PgClientLike {
   query(text: string, values?: readonly unknown[]): Promise<PgResultLike | PgResultLike[]>;
   /** Gives the client back; with an error the pool discards it. */
   release(err?: Error | boolean): void;
+  /**
+   * A checked-out `pg` client has no 'error' listener of the pool's: a connection that dies between two queries
+   * would crash the process unless the holder listens.
+   */
+  on?(event: 'error', listener: (error: Error) => void): unknown;
+  removeListener?(event: 'error', listener: (error: Error) => void): unknown;
 }
 
 export interface PgResultLike {

@@ -13,9 +13,15 @@ export class PgSession implements Session {
   #client: PgClientLike;
   #provider: SessionConnectionProvider;
   #released = false;
+  /** Set when the connection died while we held it; the client is then discarded on release. */
+  #broken: Error | undefined;
+  #onError = (error: Error) => {
+    this.#broken = error;
+  };
 
   private constructor(client: PgClientLike, root: Kysely<any>) {
     this.#client = client;
+    client.on?.('error', this.#onError);
     this.#provider = new SessionConnectionProvider(new PgClientConnection(client));
     this.executor = root.getExecutor().withConnectionProvider(this.#provider);
   }
@@ -85,7 +91,8 @@ export class PgSession implements Session {
     this.#provider.close();
     if (this.#released) return;
     this.#released = true;
-    this.#client.release(error);
+    this.#client.removeListener?.('error', this.#onError);
+    this.#client.release(error ?? this.#broken);
   }
 }
 

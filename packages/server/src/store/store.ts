@@ -21,6 +21,12 @@ export class Store {
     this.#own = db.withoutPlugins();
     this.#pool = pool;
     this.pipelined = pool !== undefined;
+    // pg-pool stops listening for a client's errors when it hands the client out, and a new client can report a
+    // terminated backend in the same socket read that completed its connection, before the holder can listen:
+    // Node would crash on the unhandled 'error'. The failing query reports the error anyway.
+    pool?.on?.('connect', (client) => {
+      client.on?.('error', ignoreClientError);
+    });
     // A pool means pg: nothing to detect.
     this.#detected = pool !== undefined;
   }
@@ -94,13 +100,20 @@ export class Store {
     try {
       if (this.#pool) {
         const client = await this.#pool.connect();
+        let broken: Error | undefined;
+        const onError = (error: Error) => {
+          broken = error;
+        };
+        client.on?.('error', onError);
         try {
           const result = await client.query(statements.join(';\n'));
-          client.release();
           return (Array.isArray(result) ? result : [result]).map((r) => r.rows ?? []);
         } catch (error) {
-          client.release(error instanceof Error ? error : true);
+          broken ??= error instanceof Error ? error : new Error(String(error));
           throw error;
+        } finally {
+          client.removeListener?.('error', onError);
+          client.release(broken);
         }
       }
       const out: Row[][] = [];
@@ -111,6 +124,8 @@ export class Store {
     }
   }
 }
+
+function ignoreClientError(): void {}
 
 /** Releases the PGlite mutex once the transaction is over, whichever way it ended. */
 class UnlockingSession implements Session {
