@@ -7,6 +7,8 @@ export interface TargetCheck {
 }
 
 const f2 = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '–' : n.toFixed(2));
+/** Unknown (–) rather than failed when a side was not measured (NaN: no request completed). */
+const known = (...xs: (number | undefined)[]) => xs.every((x) => x !== undefined && Number.isFinite(x));
 
 /** The issue's targets, checked against this run (goals to measure against, not test assertions). */
 export function checkTargets(r: BenchResults): TargetCheck[] {
@@ -14,7 +16,6 @@ export function checkTargets(r: BenchResults): TargetCheck[] {
   const overhead = (name: string, handler: string) =>
     r.overhead?.find((o) => o.contender === name && o.handler === handler)?.ratio.median;
   const ours = (r.contenders ?? []).filter((c) => c.kind === 'ours' && !c.replayOnly);
-  const oursAll = (r.contenders ?? []).filter((c) => c.kind === 'ours').map((c) => c.name);
   const txNames = ours.filter((c) => c.mode === 'transaction').map((c) => c.name);
   const leaseNames = ours.filter((c) => c.mode === 'lease').map((c) => c.name);
   for (const name of txNames) {
@@ -23,12 +24,12 @@ export function checkTargets(r: BenchResults): TargetCheck[] {
     checks.push({
       target: `${name} ÷ plain ≥ 0.85 (payment)`,
       measured: f2(payment),
-      met: payment === undefined ? undefined : payment >= 0.85,
+      met: known(payment) ? payment! >= 0.85 : undefined,
     });
     checks.push({
       target: `${name} ÷ plain ≥ 0.70 (light)`,
       measured: f2(light),
-      met: light === undefined ? undefined : light >= 0.7,
+      met: known(light) ? light! >= 0.7 : undefined,
     });
   }
   for (const name of leaseNames) {
@@ -38,11 +39,11 @@ export function checkTargets(r: BenchResults): TargetCheck[] {
       checks.push({
         target: `${name} ≥ classic (${handler})`,
         measured: `${f2(lease)} vs ${f2(classic)}`,
-        met: lease === undefined || classic === undefined ? undefined : lease >= classic,
+        met: known(lease, classic) ? lease! >= classic! : undefined,
       });
     }
   }
-  for (const row of (r.replay ?? []).filter((x) => oursAll.includes(x.contender))) {
+  for (const row of (r.replay ?? []).filter((x) => txNames.includes(x.contender) || leaseNames.includes(x.contender))) {
     const fastestPeer = Math.max(
       ...(r.replay ?? [])
         .filter((x) => ['powertools', 'node-idempotency'].includes(x.contender))
@@ -51,7 +52,9 @@ export function checkTargets(r: BenchResults): TargetCheck[] {
     checks.push({
       target: `${row.contender} replay ≥ 2.5× plain light and ≥ fastest peer (${f2(fastestPeer)})`,
       measured: f2(row.ratioLight.median),
-      met: row.ratioLight.median >= 2.5 && row.ratioLight.median >= fastestPeer * 0.95,
+      met: known(row.ratioLight.median, fastestPeer)
+        ? row.ratioLight.median >= 2.5 && row.ratioLight.median >= fastestPeer * 0.95
+        : undefined,
     });
   }
   if (r.scaling && r.scaling.length > 1) {
@@ -59,7 +62,7 @@ export function checkTargets(r: BenchResults): TargetCheck[] {
     checks.push({
       target: `claim p50 at ${last.rows.toExponential(0)} rows ≤ 1.2× of ${r.scaling[0]!.rows.toExponential(0)}`,
       measured: `${f2(last.claimP50VsSmallest)}×`,
-      met: last.claimP50VsSmallest <= 1.2,
+      met: known(last.claimP50VsSmallest) ? last.claimP50VsSmallest <= 1.2 : undefined,
     });
   }
   for (const s of (r.storm ?? []).filter((x) => txNames.includes(x.contender) || leaseNames.includes(x.contender))) {

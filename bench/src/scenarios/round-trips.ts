@@ -26,7 +26,7 @@ const CONNECTIONS = 4;
  */
 export async function roundTripScenario(env: BenchEnv): Promise<RoundTripRow[]> {
   const rows: RoundTripRow[] = [];
-  const N = env.params.quick ? 200 : 400;
+  const N = env.params.quick ? 100 : 400;
   for (const spec of env.contenders) {
     const s = server(env, spec.name);
     const measure = async (path: string, keys: string[]) => {
@@ -46,7 +46,7 @@ export async function roundTripScenario(env: BenchEnv): Promise<RoundTripRow[]> 
     await sendKeys(
       s.url,
       'light',
-      Array.from({ length: 100 }, (_, i) => `${runTag}-rtw-${id}-${i}`),
+      Array.from({ length: N / 2 }, (_, i) => `${runTag}-rtw-${id}-${i}`),
       CONNECTIONS,
     );
     const light = await measure('light', lightKeys);
