@@ -24,9 +24,12 @@ export class Store {
     // pg-pool stops listening for a client's errors when it hands the client out, and a new client can report a
     // terminated backend in the same socket read that completed its connection, before the holder can listen:
     // Node would crash on the unhandled 'error'. The failing query reports the error anyway.
-    pool?.on?.('connect', (client) => {
-      client.on?.('error', ignoreClientError);
-    });
+    if (pool && !guardedPools.has(pool)) {
+      guardedPools.add(pool);
+      pool.on?.('connect', (client) => {
+        client.on?.('error', ignoreClientError);
+      });
+    }
     // A pool means pg: nothing to detect.
     this.#detected = pool !== undefined;
   }
@@ -126,6 +129,9 @@ export class Store {
 }
 
 function ignoreClientError(): void {}
+
+/** Pools already guarded: one listener per pool, however many instances share it. */
+const guardedPools = new WeakSet<PgPoolLike>();
 
 /** Releases the PGlite mutex once the transaction is over, whichever way it ended. */
 class UnlockingSession implements Session {
