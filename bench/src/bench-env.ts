@@ -31,7 +31,7 @@ export function paramsFromArgs(argv: string[]): BenchParams {
     rounds: num('rounds', quick ? 3 : 5),
     durationMs: num('duration', quick ? 600 : 2000),
     warmupMs: num('warmup', quick ? 200 : 400),
-    replayKeys: num('replay-keys', quick ? 500 : 2000),
+    replayKeys: num('replay-keys', quick ? 300 : 1000),
     stormRequests: num('storm', 1000),
     scalingSizes: (flag('sizes') ?? (quick ? '1e4,1e5' : '1e4,1e5,1e6')).split(',').map(Number),
     purgeRows: num('purge-rows', quick ? 1e5 : 1e6),

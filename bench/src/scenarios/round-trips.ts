@@ -26,7 +26,7 @@ const CONNECTIONS = 4;
  */
 export async function roundTripScenario(env: BenchEnv): Promise<RoundTripRow[]> {
   const rows: RoundTripRow[] = [];
-  const N = env.params.quick ? 100 : 400;
+  const N = env.params.quick ? 100 : 200;
   for (const spec of env.contenders) {
     const s = server(env, spec.name);
     const measure = async (path: string, keys: string[]) => {
