@@ -110,3 +110,23 @@ describe('connections terminated during calls', () => {
     }
   }, 60_000);
 });
+
+describe('the database unreachable from the very first call (general path)', () => {
+  it('answers 503 store_unavailable even before the dialect is known', async () => {
+    const pool = new pg.Pool({
+      connectionString: 'postgres://postgres@127.0.0.1:1/none',
+      connectionTimeoutMillis: 1000,
+    });
+    pool.on('error', () => {});
+    const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool }) });
+    try {
+      for (const mode of ['transaction', 'lease'] as const) {
+        const app = makeApp({ db, pool: undefined }, { mode });
+        await expectReason(app.caller(`first-${mode}`).payments.create({ amount: 1 }), 'store_unavailable');
+        expect(app.control.runs).toBe(0);
+      }
+    } finally {
+      await db.destroy();
+    }
+  });
+});

@@ -33,7 +33,12 @@ const FENCED = '22012';
  */
 export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promise<MiddlewareResultLike> {
   const { store, sql, options } = rt;
-  await store.ready();
+  try {
+    // First call only: learn whether the database is PGlite. Unreachable here means unreachable at the claim.
+    await rt.store.ready();
+  } catch (error) {
+    throw claimFailure(rt, call, error);
+  }
   let pause = POLL_FIRST_MS;
   let waited = false;
   for (;;) {

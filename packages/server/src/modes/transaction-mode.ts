@@ -27,7 +27,12 @@ const MAX_CLAIM_ATTEMPTS = 3;
  * commits; if the original rolls back, the duplicate's claim goes through and it runs instead.
  */
 export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn): Promise<MiddlewareResultLike> {
-  await rt.store.ready();
+  try {
+    // First call only: learn whether the database is PGlite. Unreachable here means unreachable at the claim.
+    await rt.store.ready();
+  } catch (error) {
+    throw claimFailure(rt, call, error);
+  }
   for (let attempt = 1; ; attempt++) {
     let claim: Awaited<ReturnType<typeof claimKey>>;
     try {
