@@ -217,7 +217,7 @@ describe('database faults', () => {
           `  verified: ${ledger.rows} ledger rows, ${ledger.duplicatedRefs} duplicated, every caller holds the committed payment`,
         ].join('\n'),
       );
-      expect(outage.probes).toBeGreaterThan(5);
+      expect(outage.probes).toBeGreaterThanOrEqual(3);
       expect(outage.storeUnavailable).toBe(outage.probes);
       expect(outage.handlerRunsDuring).toBe(0);
       expect(server.starts).toBe(1);

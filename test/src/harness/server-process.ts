@@ -169,7 +169,8 @@ export class ServerProcess extends EventEmitter<{ event: [ServerEvent]; exit: [n
       this.emit('exit', code, signal);
     });
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => fail(new Error('server did not listen within 30 s')), 30_000);
+      // Generous: three instances starting at once on a busy 2-core machine take a while.
+      const timer = setTimeout(() => fail(new Error('server did not listen within 60 s')), 60_000);
       const onEvent = (e: ServerEvent) => {
         if (e.ev !== 'listening') return;
         this.currentPort = Number(e.port);
