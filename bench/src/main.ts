@@ -19,7 +19,7 @@ import { roundTripScenario } from './scenarios/round-trips.ts';
 import { stormScenario } from './scenarios/storm.ts';
 import { createBenchSchema } from './server/schema.ts';
 import { spawnServer } from './server/spawn-server.ts';
-import { setupDatabase } from './setup-database.ts';
+import { redisAnswers, setupDatabase } from './setup-database.ts';
 
 const argv = process.argv.slice(2);
 const params = paramsFromArgs(argv);
@@ -77,11 +77,12 @@ try {
   } else {
     log('! @trpc-idempotency/server is not built: benching the peers only');
   }
-  contenders.push(
-    { name: 'classic', kind: 'classic' },
-    { name: 'powertools', kind: 'powertools' },
-    { name: 'node-idempotency', kind: 'node-idempotency' },
-  );
+  contenders.push({ name: 'classic', kind: 'classic' });
+  if (await redisAnswers(redisUrl)) {
+    contenders.push({ name: 'powertools', kind: 'powertools' }, { name: 'node-idempotency', kind: 'node-idempotency' });
+  } else {
+    log(`! no Redis at ${redisUrl} (set REDIS_URL): skipping the Redis-backed peers`);
+  }
   env.contenders = contenders;
   for (const spec of contenders) {
     env.servers.set(spec.name, await spawnServer({ spec, databaseUrl: tdb.url, redisUrl, poolMax: 16 }));

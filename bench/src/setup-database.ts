@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { createTestDatabase, resolveTestServer, type TestDatabase } from '@trpc-idempotency/test-db';
 import pg from 'pg';
 
@@ -30,4 +31,21 @@ async function answers(url: string): Promise<boolean> {
   } finally {
     await client.end().catch(() => {});
   }
+}
+
+/** Whether something listens on the Redis URL's port (the Redis peers are skipped otherwise). */
+export function redisAnswers(url: string): Promise<boolean> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect({ host: hostname, port: Number(port || 6379), timeout: 1000 });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+    socket.once('timeout', () => {
+      socket.destroy();
+      resolve(false);
+    });
+  });
 }

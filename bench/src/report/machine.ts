@@ -20,7 +20,10 @@ export async function machineFacts(db: Kysely<any>, redisUrl: string): Promise<M
   const { rows } = await sql<{ v: string }>`SELECT current_setting('server_version') AS v`.execute(db);
   let redis = 'unknown';
   try {
-    const info = execFileSync('redis-cli', ['-u', redisUrl, 'INFO', 'server'], { encoding: 'utf8' });
+    const info = execFileSync('redis-cli', ['-u', redisUrl, 'INFO', 'server'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     redis = /redis_version:(\S+)/.exec(info)?.[1] ?? redis;
   } catch {
     // redis-cli is optional: the version is a fact for the report, not needed to run.
