@@ -113,7 +113,8 @@ export function flakyFetch(options: FlakyFetchOptions): typeof fetch {
         (response) => response.body?.cancel(),
         () => {},
       );
-      await delay(100, init?.signal);
+      // A head start, so the copy has claimed the key before ours arrives.
+      await delay(250, init?.signal);
     }
 
     let response: Response;
