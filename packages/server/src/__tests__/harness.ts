@@ -165,3 +165,12 @@ export function deferred() {
 export function sleep(ms: number) {
   return new Promise((r) => setTimeout(r, ms));
 }
+
+/** Resolves once `condition` holds (polled), so a test never races a loaded machine with a fixed sleep. */
+export async function until(condition: () => boolean, timeoutMs = 10_000) {
+  const end = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > end) throw new Error('condition not reached in time');
+    await sleep(5);
+  }
+}

@@ -2,7 +2,7 @@ import { TRPCError } from '@trpc/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprint } from '../fingerprint/fingerprint.js';
 import { expectReason, failure } from './expectations.js';
-import { BACKENDS, type Backend, deferred, makeApp, openBackend, sleep } from './harness.js';
+import { BACKENDS, type Backend, deferred, makeApp, openBackend, sleep, until } from './harness.js';
 
 let keySeq = 0;
 const newKey = () => `l-${Date.now().toString(36)}-${++keySeq}`;
@@ -73,9 +73,14 @@ describe.each(BACKENDS)('lease mode on %s', (name) => {
       const gate = deferred();
       a.control.gate = gate.promise;
       const original = a.caller(key, 'lease-poll').payments.create({ amount: 6 });
-      await sleep(50);
+      await until(() => a.control.runs === 1);
       const duplicate = b.caller(key, 'lease-poll').payments.create({ amount: 6 });
-      await sleep(150);
+      let settled = false;
+      void duplicate.finally(() => {
+        settled = true;
+      });
+      await sleep(400);
+      expect(settled).toBe(false); // neither replayed nor 409: it is polling the live lease
       gate.resolve();
       expect(await duplicate).toEqual(await original);
       expect(b.control.runs).toBe(0);
@@ -90,7 +95,7 @@ describe.each(BACKENDS)('lease mode on %s', (name) => {
     const gate = deferred();
     a.control.gate = gate.promise;
     const original = a.caller(key, 'lease-409').payments.create({ amount: 6 });
-    await sleep(50);
+    await until(() => a.control.runs === 1);
     await expectReason(b.caller(key, 'lease-409').payments.create({ amount: 6 }), 'in_progress', 'CONFLICT');
     gate.resolve();
     await original;
@@ -131,7 +136,7 @@ describe.each(BACKENDS)('lease mode on %s', (name) => {
       const gate = deferred();
       stale.control.gate = gate.promise;
       const staleCall = stale.caller(key, 'lease-stale').payments.create({ amount: 4 });
-      await sleep(80);
+      await until(() => stale.control.runs === 1);
       // The holder "dies": its lease runs out while it is still (unknowingly) running.
       await backend.query(
         `UPDATE idempotency_keys SET locked_until = clock_timestamp() - interval '1 second' WHERE key = '${key}'`,
@@ -183,6 +188,7 @@ describe.each(BACKENDS)('lease mode on %s', (name) => {
     const gate = deferred();
     a.control.gate = gate.promise;
     const original = a.caller(key, 'lease-renew').payments.create({ amount: 2 });
+    await until(() => a.control.runs === 1);
     await sleep(900); // three lease lengths
     await expectReason(b.caller(key, 'lease-renew').payments.create({ amount: 2 }), 'in_progress');
     gate.resolve();

@@ -73,7 +73,7 @@ describe('round trips per call', () => {
     await app.caller('rt-general', 'rt').payments.create({ amount: 1 });
     expect(sent.map((s) => s.split(/\s/)[0]!.toUpperCase())).toEqual([
       'START',
-      'INSERT',
+      'WITH',
       'SAVEPOINT',
       'INSERT',
       'UPDATE',

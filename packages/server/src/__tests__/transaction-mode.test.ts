@@ -3,7 +3,7 @@ import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../index.js';
 import { expectReason, failure, reasonOf } from './expectations.js';
-import { type AppDB, BACKENDS, type Backend, deferred, makeApp, openBackend, sleep, t } from './harness.js';
+import { type AppDB, BACKENDS, type Backend, deferred, makeApp, openBackend, sleep, t, until } from './harness.js';
 
 let keySeq = 0;
 const newKey = () => `k-${Date.now().toString(36)}-${++keySeq}`;
@@ -106,9 +106,9 @@ describe.each(BACKENDS)('transaction mode on %s', (name) => {
     app.control.throwAfterWrite = () => new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: 'boom' });
     const error = await failure(app.caller(key, 'fail5xx').payments.create({ amount: 3 }));
     expect(error.message).toBe('boom');
-    await sleep(20); // the ROLLBACK is not awaited by the failed call
+    // The ROLLBACK is not awaited by the failed call.
+    await expect.poll(() => keyRows(key)).toEqual([]);
     expect(await paymentsOf('fail5xx')).toBe(0);
-    expect(await keyRows(key)).toEqual([]);
     app.control.throwAfterWrite = undefined;
     await app.caller(key, 'fail5xx').payments.create({ amount: 3 });
     await app.caller(key, 'fail5xx').payments.create({ amount: 3 });
@@ -123,8 +123,7 @@ describe.each(BACKENDS)('transaction mode on %s', (name) => {
     app.control.throwAfterWrite = () => new Error('kaput');
     const error = await failure(app.caller(key, 'unknown').payments.create({ amount: 3 }));
     expect(error.code).toBe('INTERNAL_SERVER_ERROR');
-    await sleep(20);
-    expect(await keyRows(key)).toEqual([]);
+    await expect.poll(() => keyRows(key)).toEqual([]);
   });
 
   it('stores a deterministic error without the handler writes and replays it', async () => {
@@ -171,7 +170,7 @@ describe.each(BACKENDS)('transaction mode on %s', (name) => {
     const gate = deferred();
     app.control.gate = gate.promise;
     const original = app.caller(key, 'busy').payments.create({ amount: 9 });
-    await sleep(30);
+    await until(() => app.control.runs === 1);
     const error = await expectReason(app.caller(key, 'busy').payments.create({ amount: 9 }), 'in_progress', 'CONFLICT');
     expect((error.cause as { retryAfterMs?: number }).retryAfterMs).toBeGreaterThan(0);
     gate.resolve();
@@ -187,7 +186,7 @@ describe.each(BACKENDS)('transaction mode on %s', (name) => {
     const gate = deferred();
     a.control.gate = gate.promise;
     const original = a.caller(key, 'pgwait').payments.create({ amount: 9 });
-    await sleep(50);
+    await until(() => a.control.runs === 1);
     await expectReason(b.caller(key, 'pgwait').payments.create({ amount: 9 }), 'in_progress');
     const zero = makeApp(backend.another(), { wait: 0 });
     await expectReason(zero.caller(key, 'pgwait').payments.create({ amount: 9 }), 'in_progress');
@@ -215,11 +214,13 @@ describe.each(BACKENDS)('transaction mode on %s', (name) => {
       }),
     });
     const holder = backend.another();
+    const locked = deferred();
     const release = holder.db.transaction().execute(async (trx) => {
       await trx.updateTable('payments').set({ amount: 3 }).where('user_id', '=', 'lock-holder').execute();
+      locked.resolve();
       await sleep(300);
     });
-    await sleep(50);
+    await locked.promise;
     expect(await router.createCaller({ userId: 'x', headers: { 'idempotency-key': newKey() } }).m()).toBe('0');
     await release;
   });

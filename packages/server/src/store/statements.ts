@@ -25,6 +25,16 @@ const ROW_COLUMNS = `status, fingerprint, path, response, token,
   (extract(epoch from expires_at) * 1000)::float8 AS expires_ms,
   greatest(0, extract(epoch from (locked_until - clock_timestamp())) * 1000)::float8 AS lease_left_ms`;
 
+/** Row `a` is expired and no live lease holds it: a new claim may take it over. */
+function expiredAndFree(a: string): string {
+  return `(${a}.expires_at <= clock_timestamp() AND NOT (${a}.status = 'in_progress' AND ${a}.locked_until > clock_timestamp()))`;
+}
+
+/** Row `a` is a claim of the same payload whose holder's lease ran out: lease mode takes it over. */
+function deadLease(a: string, fingerprint: string, path: string): string {
+  return `(${a}.status = 'in_progress' AND ${a}.locked_until <= clock_timestamp() AND ${a}.fingerprint = ${fingerprint} AND ${a}.path = ${path})`;
+}
+
 /**
  * The SQL text of every statement the modes run, with values embedded as escaped literals (see sql-literal.ts:
  * this is what lets several statements share one round trip). Built once per table.
@@ -42,7 +52,10 @@ export class Statements {
    * claim of the same key makes this wait until it commits or rolls back. Returns a row only when this call now
    * owns the key.
    *
-   * With `lockTimeoutMs`, that wait is bounded inside the same statement (no extra round trip): the filter sets
+   * A committed row that cannot be taken over (a completed, live key: the replay case) is seen first and the
+   * insert is skipped: no row lock, no transaction id, nothing to write.
+   *
+   * With `lockTimeoutMs`, the wait is bounded inside the same statement (no extra round trip): the filter sets
    * lock_timeout for the transaction, keeping the previous value aside, before the row is inserted; RETURNING,
    * evaluated after the insert, puts the previous value back, so `wait` never bounds the handler's own locks.
    * 0 ms becomes 1 ms: lock_timeout = 0 would mean "wait forever".
@@ -50,40 +63,48 @@ export class Statements {
   claimTransaction(v: ClaimValues, lockTimeoutMs?: number): string {
     const bounded = lockTimeoutMs !== undefined;
     const gate = bounded
-      ? `\nWHERE set_config('lock_timeout', CASE WHEN set_config('${SAVED_LOCK_TIMEOUT}', current_setting('lock_timeout'), true) IS NULL THEN NULL ELSE '${int(Math.max(1, lockTimeoutMs))}ms' END, true) IS NOT NULL`
+      ? `\n  AND set_config('lock_timeout', CASE WHEN set_config('${SAVED_LOCK_TIMEOUT}', current_setting('lock_timeout'), true) IS NULL THEN NULL ELSE '${int(Math.max(1, lockTimeoutMs))}ms' END, true) IS NOT NULL`
       : '';
     const restore = bounded
       ? `, set_config('lock_timeout', current_setting('${SAVED_LOCK_TIMEOUT}'), true) AS lock_timeout_restored`
       : '';
-    return `INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, created_at, expires_at)
-SELECT ${literal(v.scope)}, ${literal(v.key)}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress',
-  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'${gate}
+    const s = literal(v.scope);
+    const k = literal(v.key);
+    return `WITH seen AS (SELECT ${expiredAndFree('x')} AS free FROM ${this.#t} AS x WHERE x.scope = ${s} AND x.key = ${k})
+INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, created_at, expires_at)
+SELECT ${s}, ${k}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress',
+  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'
+WHERE NOT EXISTS (SELECT 1 FROM seen WHERE NOT seen.free)${gate}
 ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, path = excluded.path,
   status = 'in_progress', token = NULL, locked_until = NULL, response = NULL,
   created_at = excluded.created_at, expires_at = excluded.expires_at
-WHERE k.expires_at <= clock_timestamp() AND NOT (k.status = 'in_progress' AND k.locked_until > clock_timestamp())
+WHERE ${expiredAndFree('k')}
 RETURNING (extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms${restore}`;
   }
 
   /**
    * Lease-mode claim (autocommit): inserts the row as in_progress with a lease and fencing token, takes over an
    * expired row, or takes over a dead holder's claim of the same payload whose lease ran out. `prev_status` tells
-   * a takeover apart from a fresh claim.
+   * a takeover apart from a fresh claim. As above, a visible row that cannot be taken over (a completed key, a live
+   * lease: replays and polls) skips the insert, so it is never locked.
    */
   claimLease(v: ClaimValues & { token: string; leaseMs: number }): string {
     const s = literal(v.scope);
     const k = literal(v.key);
-    return `WITH prev AS (SELECT status FROM ${this.#t} WHERE scope = ${s} AND key = ${k})
+    const fp = literal(v.fingerprint);
+    const path = literal(v.path);
+    return `WITH prev AS (
+  SELECT x.status, ${expiredAndFree('x')} OR ${deadLease('x', fp, path)} AS free
+  FROM ${this.#t} AS x WHERE x.scope = ${s} AND x.key = ${k})
 INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, token, locked_until, created_at, expires_at)
-VALUES (${s}, ${k}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress', ${literal(v.token)},
+SELECT ${s}, ${k}, ${fp}, ${path}, 'in_progress', ${literal(v.token)},
   clock_timestamp() + ${int(v.leaseMs)} * interval '1 millisecond',
-  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond')
+  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'
+WHERE NOT EXISTS (SELECT 1 FROM prev WHERE NOT prev.free)
 ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, path = excluded.path,
   status = 'in_progress', token = excluded.token, locked_until = excluded.locked_until, response = NULL,
   created_at = excluded.created_at, expires_at = excluded.expires_at
-WHERE (k.expires_at <= clock_timestamp() AND NOT (k.status = 'in_progress' AND k.locked_until > clock_timestamp()))
-  OR (k.status = 'in_progress' AND k.locked_until <= clock_timestamp()
-      AND k.fingerprint = excluded.fingerprint AND k.path = excluded.path)
+WHERE ${expiredAndFree('k')} OR ${deadLease('k', 'excluded.fingerprint', 'excluded.path')}
 RETURNING (SELECT status FROM prev) AS prev_status, (extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms`;
   }
 
