@@ -1,7 +1,7 @@
 import { TRPCError } from '@trpc/server';
 import { getHTTPStatusCodeFromError } from '@trpc/server/http';
 import { describe, expect, it } from 'vitest';
-import { IdempotencyError, type IdempotencyReason, toTRPCError } from './idempotency-error.js';
+import { IdempotencyError, type IdempotencyReason, isIdempotencyError, toTRPCError } from './idempotency-error.js';
 
 describe('toTRPCError', () => {
   const table: [IdempotencyReason, TRPCError['code'], number][] = [
@@ -43,5 +43,18 @@ describe('IdempotencyError', () => {
 
   it('has no retryAfterMs property at all when none is given', () => {
     expect(Object.hasOwn(new IdempotencyError('key_missing', 'm'), 'retryAfterMs')).toBe(false);
+  });
+});
+
+describe('isIdempotencyError across module copies', () => {
+  it('recognises an error made by a second copy of the module, as a bundler may load it', async () => {
+    const url = new URL('./idempotency-error.ts', import.meta.url);
+    url.searchParams.set('copy', '2');
+    const copy: typeof import('./idempotency-error.js') = await import(/* @vite-ignore */ url.href);
+    const foreign = new copy.IdempotencyError('in_progress', 'still running', { retryAfterMs: 1000 });
+    expect(foreign).not.toBeInstanceOf(IdempotencyError);
+    expect(isIdempotencyError(foreign)).toBe(true);
+    expect(isIdempotencyError(new Error('plain'))).toBe(false);
+    expect(isIdempotencyError({ reason: 'in_progress' })).toBe(false);
   });
 });

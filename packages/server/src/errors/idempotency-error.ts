@@ -24,8 +24,13 @@ export const TRPC_CODE_BY_REASON = {
  * The middleware's own failure. It never reaches tRPC as is: `toTRPCError` wraps it so the code is right and
  * `idempotencyErrorFormatter` can find it again in `cause`.
  */
+// A registry symbol, not `instanceof` alone: bundlers (Next.js builds its instrumentation hook and its routes
+// separately) can load two copies of this module, and an error from one copy must still be recognised by the other.
+const BRAND = Symbol.for('@trpc-idempotency/server:IdempotencyError');
+
 export class IdempotencyError extends Error {
   override readonly name = 'IdempotencyError';
+  readonly [BRAND] = true;
   readonly reason: IdempotencyReason;
   /** When the client should try again (409 `in_progress`, 503 `store_unavailable`). */
   // `declare`: no own property unless a delay is given, so spreading or serializing the error shows none.
@@ -39,7 +44,7 @@ export class IdempotencyError extends Error {
 }
 
 export function isIdempotencyError(value: unknown): value is IdempotencyError {
-  return value instanceof IdempotencyError;
+  return value instanceof IdempotencyError || (typeof value === 'object' && value !== null && BRAND in value);
 }
 
 /** Converts at the tRPC boundary: the code follows the reason, the message is kept, `cause` is the original. */
