@@ -2,12 +2,14 @@ import { type Kysely, sql } from 'kysely';
 import type { ServerEvent, ServerProcess } from './server-process.ts';
 
 /** What the ledger holds: a duplicate payment shows as a ref with more than one row. */
-export async function ledgerSummary(db: Kysely<any>) {
+export async function ledgerSummary(db: Kysely<any>, refPrefix = '') {
+  const like = `${refPrefix}%`;
   const { rows } = await sql<{ rows: number; distinct_refs: number; duplicated_refs: number }>`
     select count(*)::int as rows,
            count(distinct ref)::int as distinct_refs,
-           (select count(*)::int from (select ref from ledger group by ref having count(*) > 1) d) as duplicated_refs
-    from ledger`.execute(db);
+           (select count(*)::int from (
+              select ref from ledger where ref like ${like} group by ref having count(*) > 1) d) as duplicated_refs
+    from ledger where ref like ${like}`.execute(db);
   const row = rows[0];
   return { rows: row?.rows ?? 0, distinctRefs: row?.distinct_refs ?? 0, duplicatedRefs: row?.duplicated_refs ?? 0 };
 }

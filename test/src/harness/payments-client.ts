@@ -1,4 +1,4 @@
-import { createTRPCClient, httpLink, TRPCClientError } from '@trpc/client';
+import { createTRPCClient, httpBatchLink, httpLink, TRPCClientError } from '@trpc/client';
 import {
   type IdempotencyCallInfo,
   type IdempotencyLinkOptions,
@@ -39,8 +39,15 @@ export function createPaymentsClient(opts: {
   stats: ClientStats;
   user?: string;
   link?: Omit<IdempotencyLinkOptions<PaymentsRouter>, 'procedures' | 'onRetry' | 'onSettled'>;
+  /** Send through `httpBatchLink` (several keyed calls per request, `Idempotency-Keys`). Default: `httpLink`. */
+  batch?: boolean;
 }) {
   const { stats } = opts;
+  const transport = {
+    url: opts.url,
+    headers: idempotencyHeaders.with({ 'x-user': opts.user ?? 'alice' }),
+    fetch: idempotencyFetch(),
+  };
   return createTRPCClient<PaymentsRouter>({
     links: [
       idempotencyLink<PaymentsRouter>({
@@ -54,11 +61,7 @@ export function createPaymentsClient(opts: {
           if (event.replayed) stats.replayed++;
         },
       }),
-      httpLink({
-        url: opts.url,
-        headers: idempotencyHeaders.with({ 'x-user': opts.user ?? 'alice' }),
-        fetch: idempotencyFetch(),
-      }),
+      opts.batch ? httpBatchLink(transport) : httpLink(transport),
     ],
   });
 }
