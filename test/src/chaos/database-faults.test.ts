@@ -69,6 +69,7 @@ describe('database faults', () => {
     { label: 'transaction, Kysely path', mode: 'transaction', rawPool: false },
     { label: 'transaction, raw pg fast path', mode: 'transaction', rawPool: true },
     { label: 'lease, Kysely path', mode: 'lease', rawPool: false, leaseMs: 1_000, waitMs: 300 },
+    { label: 'lease, raw pg fast path', mode: 'lease', rawPool: true, leaseMs: 1_000, waitMs: 300 },
   ] as const)(
     'stays exactly-once while the server’s database connections are terminated during requests ($label)',
     async ({ label, ...serverOptions }) => {
