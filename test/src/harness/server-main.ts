@@ -1,6 +1,6 @@
 /**
- * Entry of a payments server run as a child process (`node --import tsx server-main.ts`), so a test can
- * SIGKILL it mid-handler and start it again on the same port. Configured by environment variables
+ * Entry of a payments server run as a child process (transpiled once by server-process.ts, or through `tsx`),
+ * so a test can SIGKILL it mid-handler and start it again on the same port. Configured by environment variables
  * (see `ServerProcessOptions` in server-process.ts); reports to its parent as JSON lines on stdout.
  */
 import { createHTTPServer } from '@trpc/server/adapters/standalone';
