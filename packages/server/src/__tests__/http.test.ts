@@ -8,7 +8,7 @@ import superjson from 'superjson';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createIdempotency, idempotencyErrorFormatter } from '../index.js';
-import { type Backend, openBackend } from './harness.js';
+import { type Backend, deferred, openBackend } from './harness.js';
 
 interface HttpCtx {
   req: IncomingMessage;
@@ -34,6 +34,8 @@ describe('over HTTP (standalone adapter, superjson router)', () => {
   let url: string;
   let close: () => void;
   let runs = 0;
+  const slowStarted = deferred();
+  const slowGate = deferred();
   const seenKeys: string[] = [];
 
   beforeAll(async () => {
@@ -46,7 +48,18 @@ describe('over HTTP (standalone adapter, superjson router)', () => {
       serializer: superjson,
     });
     await idempotency.migrate();
+    const impatient = createIdempotency({
+      db: backend.db,
+      pool: backend.pool,
+      scope: ({ ctx }: { ctx: HttpCtx }) => `user:${ctx.userId}`,
+      wait: 0,
+    });
     const router = t.router({
+      slow: t.procedure.use(impatient.middleware).mutation(async () => {
+        slowStarted.resolve();
+        await slowGate.promise;
+        return 'done';
+      }),
       pay: t.procedure
         .use(idempotency.middleware)
         .input(z.object({ amount: z.number() }))
@@ -101,6 +114,19 @@ describe('over HTTP (standalone adapter, superjson router)', () => {
     expect(second.tags).toBeInstanceOf(Map);
     expect(second).toEqual(first);
     expect(replayedHeader).toEqual([null, 'true']);
+  });
+
+  it('answers a duplicate of a running call with 409 in_progress, retryAfterMs and Retry-After', async () => {
+    const first = post('slow', { json: null }, { 'Idempotency-Key': 'slow-1' });
+    await slowStarted.promise;
+    const second = await post('slow', { json: null }, { 'Idempotency-Key': 'slow-1' });
+    expect(second.status).toBe(409);
+    expect(Number(second.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect((await second.json()).error.json.data.idempotency).toEqual({ reason: 'in_progress', retryAfterMs: 1000 });
+    slowGate.resolve();
+    expect((await first).status).toBe(200);
+    const replayed = await post('slow', { json: null }, { 'Idempotency-Key': 'slow-1' });
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
   });
 
   it('answers a malformed key with 400 and error.data.idempotency.reason, storing nothing', async () => {
