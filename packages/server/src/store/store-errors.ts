@@ -21,6 +21,7 @@ const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '5340
 const UNAVAILABLE_MESSAGES = [
   'connection terminated',
   'connection timeout',
+  'timeout exceeded when trying to connect',
   'timeout expired',
   'not queryable',
   'pglite is closed',

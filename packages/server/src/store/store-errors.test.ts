@@ -1,0 +1,69 @@
+import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { isLockTimeout, isStoreUnavailable, isUndefinedTable } from './store-errors.js';
+
+async function errorOf(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a failure');
+}
+
+describe('telling an unreachable database from a failing statement (real errors)', () => {
+  let tdb: TestDatabase;
+  beforeAll(async () => {
+    tdb = await createTestDatabase(inject('pgAdminUrl'));
+  });
+  afterAll(() => tdb?.drop());
+
+  it('calls a refused connection unavailable', async () => {
+    const pool = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/none' });
+    expect(isStoreUnavailable(await errorOf(pool.query('select 1')))).toBe(true);
+    await pool.end();
+  });
+
+  it('calls an exhausted pool (no connection within its timeout) unavailable', async () => {
+    const pool = new pg.Pool({ connectionString: tdb.url, max: 1, connectionTimeoutMillis: 50 });
+    const held = await pool.connect();
+    expect(isStoreUnavailable(await errorOf(pool.connect()))).toBe(true);
+    held.release();
+    await pool.end();
+  });
+
+  it('calls a terminated backend unavailable', async () => {
+    const client = new pg.Client({ connectionString: tdb.url });
+    client.on('error', () => {});
+    await client.connect();
+    const pid = (await client.query('select pg_backend_pid() as pid')).rows[0].pid;
+    const failing = errorOf(client.query('select pg_sleep(5)'));
+    await tdb.pool.query('select pg_terminate_backend($1)', [pid]);
+    expect(isStoreUnavailable(await failing)).toBe(true);
+    await client.end().catch(() => {});
+  });
+
+  it('does not call SQL errors unavailable, and names lock timeouts and missing tables', async () => {
+    const syntax = await errorOf(tdb.pool.query('selec 1'));
+    expect(isStoreUnavailable(syntax)).toBe(false);
+    const missing = await errorOf(tdb.pool.query('select * from no_such_table'));
+    expect([isStoreUnavailable(missing), isUndefinedTable(missing)]).toEqual([false, true]);
+    await tdb.pool.query('create table locked (id int primary key)');
+    const a = await tdb.pool.connect();
+    const b = await tdb.pool.connect();
+    try {
+      await a.query('begin');
+      await a.query('insert into locked values (1)');
+      await b.query('begin');
+      await b.query("set local lock_timeout = '20ms'");
+      const timeout = await errorOf(b.query('insert into locked values (1) on conflict do nothing'));
+      expect([isStoreUnavailable(timeout), isLockTimeout(timeout)]).toEqual([false, true]);
+    } finally {
+      await b.query('rollback');
+      await a.query('rollback');
+      a.release();
+      b.release();
+    }
+  });
+});
