@@ -3,7 +3,18 @@ import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../index.js';
 import { expectReason, failure, reasonOf } from './expectations.js';
-import { type AppDB, BACKENDS, type Backend, deferred, makeApp, openBackend, sleep, t, until } from './harness.js';
+import {
+  type AppDB,
+  BACKENDS,
+  type Backend,
+  type Ctx,
+  deferred,
+  makeApp,
+  openBackend,
+  sleep,
+  t,
+  until,
+} from './harness.js';
 
 let keySeq = 0;
 const newKey = () => `k-${Date.now().toString(36)}-${++keySeq}`;
@@ -150,6 +161,33 @@ describe.each(BACKENDS)('transaction mode on %s', (name) => {
     });
     expect(await router.createCaller({ userId: 'x', headers: {} }).m()).toBeNull();
     expect(await router.createCaller({ userId: 'x', headers: { 'idempotency-key': 'loose-1' } }).m()).toBe('loose-1');
+  });
+
+  it('takes the key from the `key` option when given, validating it like a header', async () => {
+    const idem = createIdempotency({
+      db: backend.db,
+      pool: backend.pool,
+      scope: () => 'custom-key',
+      key: ({ ctx }: { ctx: Ctx }) => ctx.headers['x-my-key'],
+    });
+    const router = t.router({ m: t.procedure.use(idem.middleware).mutation(({ ctx }) => ctx.idempotency.key) });
+    const call = (key: string | undefined) =>
+      router.createCaller({ userId: 'x', headers: key === undefined ? {} : { 'x-my-key': key } }).m();
+    expect(await call('from-option')).toBe('from-option');
+    await expectReason(call(undefined), 'key_missing');
+    await expectReason(call('bad key'), 'key_invalid');
+  });
+
+  it('reports each outcome with its scope, key, path and duration', async () => {
+    const app = makeApp(backend);
+    const key = newKey();
+    await app.caller(key, 'events').payments.create({ amount: 1 });
+    await app.caller(key, 'events').payments.create({ amount: 1 });
+    expect(app.events).toEqual([
+      { type: 'executed', scope: 'user:events', key, path: 'payments.create', durationMs: expect.any(Number) },
+      { type: 'replayed', scope: 'user:events', key, path: 'payments.create', durationMs: expect.any(Number) },
+    ]);
+    expect(app.events.every((e) => e.durationMs >= 0)).toBe(true);
   });
 
   it('answers 400 key_invalid for malformed keys and stores nothing', async () => {
