@@ -2,9 +2,9 @@ import { experimental_trpcMiddleware, type TRPCMiddlewareBuilder } from '@trpc/s
 import type { Kysely } from 'kysely';
 import { ReplayCache } from './cache/replay-cache.js';
 import { createEmitter } from './events.js';
+import type { IdempotencyContext, Runtime } from './middleware/call.js';
 import { createMiddlewareFunction } from './middleware/idempotency-middleware.js';
 import { InFlightCalls } from './middleware/in-flight-calls.js';
-import type { IdempotencyContext, Runtime } from './middleware/runtime.js';
 import { runLeaseMode } from './modes/lease-mode.js';
 import { runTransactionMode } from './modes/transaction-mode.js';
 import { type IdempotencyOptions, resolveOptions } from './options.js';

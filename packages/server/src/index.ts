@@ -8,7 +8,7 @@ export { type IdempotencyErrorData, idempotencyErrorFormatter } from './errors/e
 export { DEFAULT_STORED_ERROR_CODES, type StoreErrorsOption } from './errors/error-policy.js';
 export { IdempotencyError, type IdempotencyReason, isIdempotencyError } from './errors/idempotency-error.js';
 export type { IdempotencyEvent, IdempotencyEventType } from './events.js';
-export type { IdempotencyContext } from './middleware/runtime.js';
+export type { IdempotencyContext } from './middleware/call.js';
 export type { IdempotencyMode, IdempotencyOptions } from './options.js';
 export { defaultSerializer, type Serializer } from './serialize/serializer.js';
 export type { PgClientLike, PgPoolLike } from './store/pg-pool-like.js';

@@ -2,17 +2,9 @@ import { IdempotencyError, isIdempotencyError, toTRPCError } from '../errors/ide
 import { fingerprint } from '../fingerprint/fingerprint.js';
 import { validateKey } from '../wire/parse-idempotency-key.js';
 import { readRequestKey } from '../wire/read-request-key.js';
+import type { Call, MiddlewareResultLike, NextFn, Runtime } from './call.js';
 import type { InFlightCalls } from './in-flight-calls.js';
-import {
-  type Call,
-  conflict,
-  event,
-  type MiddlewareResultLike,
-  mismatch,
-  type NextFn,
-  type Runtime,
-  replay,
-} from './runtime.js';
+import { conflict, event, mismatch, replay } from './outcomes.js';
 
 /** The options tRPC passes a middleware, as far as this one reads them. */
 export interface MiddlewareOpts {

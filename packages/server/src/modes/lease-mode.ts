@@ -1,20 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { shouldStoreError } from '../errors/error-policy.js';
+import type { Call, MiddlewareResultLike, NextFn, Runtime } from '../middleware/call.js';
 import {
-  type Call,
   callNext,
   claimFailure,
   completionFailure,
   conflict,
   event,
-  type MiddlewareResultLike,
   mismatch,
-  type NextFn,
-  type Runtime,
   replay,
   responseTooLarge,
   utf8Bytes,
-} from '../middleware/runtime.js';
+} from '../middleware/outcomes.js';
 import { encodeStoredResponse } from '../serialize/stored-response.js';
 import { createHandlerDb } from '../store/handler-db.js';
 import type { Row, Session } from '../store/session.js';

@@ -1,61 +1,12 @@
 import { TRPCError } from '@trpc/server';
-import type { Kysely, Transaction } from 'kysely';
-import type { ReplayCache } from '../cache/replay-cache.js';
 import { IdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
-import type { Emit, IdempotencyEventType } from '../events.js';
+import type { IdempotencyEventType } from '../events.js';
 import { markReplayed, setRetryAfter } from '../http/response-headers.js';
-import type { ResolvedOptions } from '../options.js';
 import { decodeStoredResponse, replayOutcome } from '../serialize/stored-response.js';
-import type { Statements } from '../store/statements.js';
-import type { Store } from '../store/store.js';
 import { isLockTimeout, isStoreUnavailable, isUndefinedTable } from '../store/store-errors.js';
+import type { Call, IdempotencyContext, MiddlewareResultLike, NextFn, Runtime } from './call.js';
 
-/** What a resolver behind the middleware finds in `ctx.idempotency`. */
-export interface IdempotencyContext<DB> {
-  /** The call's idempotency key: pass it downstream (a payment provider's idempotency key). */
-  key: string;
-  /** The call's scope, as `scope` returned it. */
-  scope: string;
-  /**
-   * The transaction whose writes commit atomically with the stored result (both modes). Use it, not the root
-   * `db`, for every write of the handler. `.transaction()` on it throws, as on any Kysely `Transaction`.
-   */
-  db: Transaction<DB>;
-  /** Lease mode: true when this call took over an expired claim whose holder died; the handler runs again. */
-  takeover: boolean;
-}
-
-/** One idempotent call, as the modes see it. */
-export interface Call {
-  scope: string;
-  key: string;
-  path: string;
-  fingerprint: string;
-  form: 'single' | 'batch';
-  batchIndex: number;
-  ctx: unknown;
-  /** performance.now() when the middleware started. */
-  startedAt: number;
-  /** performance.now() after which a duplicate stops waiting for the original. */
-  deadline: number;
-}
-
-/** The middleware's result shape (tRPC checks `ok`, `data` and `error`). */
-export type MiddlewareResultLike =
-  | { ok: true; data: unknown; marker: never }
-  | { ok: false; error: TRPCError; marker: never };
-
-export type NextFn = (opts: { ctx: { idempotency: IdempotencyContext<any> } }) => Promise<MiddlewareResultLike>;
-
-/** Everything the modes share, built once per `createIdempotency`. */
-export interface Runtime {
-  options: ResolvedOptions<any>;
-  db: Kysely<any>;
-  store: Store;
-  sql: Statements;
-  cache: ReplayCache | undefined;
-  emit: Emit | undefined;
-}
+/* What the client gets for each outcome: replays, refusals and failures, with their events and headers. */
 
 /** How long a 409 / 503 asks the client to wait before retrying. */
 export const RETRY_AFTER_MS = 1000;
