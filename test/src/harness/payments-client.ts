@@ -1,4 +1,4 @@
-import { createTRPCClient, httpBatchLink, httpLink, TRPCClientError } from '@trpc/client';
+import { createTRPCClient, httpBatchLink, httpBatchStreamLink, httpLink, TRPCClientError } from '@trpc/client';
 import {
   type IdempotencyCallInfo,
   type IdempotencyLinkOptions,
@@ -39,8 +39,11 @@ export function createPaymentsClient(opts: {
   stats: ClientStats;
   user?: string;
   link?: Omit<IdempotencyLinkOptions<PaymentsRouter>, 'procedures' | 'onRetry' | 'onSettled'>;
-  /** Send through `httpBatchLink` (several keyed calls per request, `Idempotency-Keys`). Default: `httpLink`. */
-  batch?: boolean;
+  /**
+   * `'batch'`: `httpBatchLink` (several keyed calls per request, `Idempotency-Keys`); `'stream'`:
+   * `httpBatchStreamLink` (the same, answered as a stream). Default `'single'`: `httpLink`.
+   */
+  transport?: 'single' | 'batch' | 'stream';
 }) {
   const { stats } = opts;
   const transport = {
@@ -61,7 +64,11 @@ export function createPaymentsClient(opts: {
           if (event.replayed) stats.replayed++;
         },
       }),
-      opts.batch ? httpBatchLink(transport) : httpLink(transport),
+      opts.transport === 'batch'
+        ? httpBatchLink(transport)
+        : opts.transport === 'stream'
+          ? httpBatchStreamLink(transport)
+          : httpLink(transport),
     ],
   });
 }
