@@ -19,15 +19,26 @@ pg.Client.prototype.query = function countedQuery(this: pg.Client, ...args: unkn
   return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
 } as typeof pg.Client.prototype.query;
 
-const pool = new pg.Pool({ connectionString: config.databaseUrl, max: config.poolMax, idleTimeoutMillis: 5000 });
+// Idle connections close after 2 s: nine servers x 16 connections would pass max_connections (100) if the servers
+// rotated out of the load kept theirs; the warm-up of each cell reopens what the measured part needs.
+const pool = new pg.Pool({ connectionString: config.databaseUrl, max: config.poolMax, idleTimeoutMillis: 2000 });
 pool.on('error', () => {});
 const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
 const redis = new RedisCounter();
 const router = await buildRouter(config, db, pool, redis);
 
+// Unexpected server errors (5xx) are printed once per distinct message: a benchmark must say why requests failed.
+const seen = new Set<string>();
 const server = createHTTPServer({
   router,
   createContext: ({ req, res }) => ({ req, res }),
+  onError: ({ error }) => {
+    if (error.code !== 'INTERNAL_SERVER_ERROR' && error.code !== 'SERVICE_UNAVAILABLE') return;
+    const message = `${error.message} ${error.cause instanceof Error ? error.cause.message : ''}`;
+    if (seen.has(message) || seen.size >= 5) return;
+    seen.add(message);
+    console.error(`[${config.spec.name}] ${error.code}: ${message}`);
+  },
 });
 server.keepAliveTimeout = 60_000;
 server.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, () => {
