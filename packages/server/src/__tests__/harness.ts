@@ -56,8 +56,10 @@ export async function openBackend(name: BackendName): Promise<Backend> {
     };
   }
   const tdb: TestDatabase = await createTestDatabase(inject('pgAdminUrl'));
+  // Small pools: every helper's suites share one Postgres (max_connections 100), and each test may open
+  // "another instance".
   const make = () => {
-    const pool = new pg.Pool({ connectionString: tdb.url, max: 10 });
+    const pool = new pg.Pool({ connectionString: tdb.url, max: 4 });
     pool.on('error', () => {});
     const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool }) });
     return { db, pool };
@@ -77,7 +79,7 @@ export async function openBackend(name: BackendName): Promise<Backend> {
       return { db: other.db, pool: name === 'pg-fast' ? other.pool : undefined };
     },
     newPool: () => {
-      const pool = new pg.Pool({ connectionString: tdb.url, max: 10 });
+      const pool = new pg.Pool({ connectionString: tdb.url, max: 4 });
       pool.on('error', () => {});
       pools.push(pool);
       return pool;
