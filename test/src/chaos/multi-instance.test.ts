@@ -32,6 +32,8 @@ describe.each([
           instance: `i${i}`,
           handlerDelayMs: 60,
           logHits: true,
+          // Small pools: three instances share one Postgres with whatever else CI runs at the same time.
+          poolMax: 5,
           ...modeOptions,
         }),
     );
