@@ -90,6 +90,9 @@ describe.each(BACKENDS)('transaction mode on %s', (name) => {
       expect(a.control.runs + b.control.runs).toBe(1);
       expect(new Set(results.map((r) => JSON.stringify(r))).size).toBe(1);
       expect(await paymentsOf('two')).toBe(1);
+      // The instance that did not run it blocked in Postgres on the original's claim, then replayed.
+      const other = a.control.runs === 1 ? b : a;
+      expect(other.events.filter((e) => e.type === 'waited').length).toBeGreaterThan(0);
     },
   );
 
@@ -228,10 +231,24 @@ describe.each(BACKENDS)('transaction mode on %s', (name) => {
     await expectReason(b.caller(key, 'pgwait').payments.create({ amount: 9 }), 'in_progress');
     const zero = makeApp(backend.another(), { wait: 0 });
     await expectReason(zero.caller(key, 'pgwait').payments.create({ amount: 9 }), 'in_progress');
+    // A patient instance blocks inside Postgres on the original's claim until it commits, then replays.
+    const patient = makeApp(backend.another(), { wait: 10_000 });
+    const blocked = patient.caller(key, 'pgwait').payments.create({ amount: 9 });
+    const lockWaiters = async () =>
+      Number(
+        (
+          await backend.query<{ n: string }>(
+            `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+          )
+        )[0]!.n,
+      );
+    await expect.poll(lockWaiters, { timeout: 10_000 }).toBe(1);
     gate.resolve();
     const result = await original;
+    expect(await blocked).toEqual(result);
+    expect(patient.events.map((e) => e.type)).toEqual(['waited', 'replayed']);
     expect(await b.caller(key, 'pgwait').payments.create({ amount: 9 })).toEqual(result);
-    expect(b.control.runs + zero.control.runs).toBe(0);
+    expect(b.control.runs + zero.control.runs + patient.control.runs).toBe(0);
   });
 
   it.skipIf(name === 'pglite')('bounds only the claim with `wait`, never the handler own locks', async () => {

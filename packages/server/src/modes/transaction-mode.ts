@@ -45,6 +45,8 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
     }
     if (row.fingerprint !== call.fingerprint || row.path !== call.path) throw mismatch(rt, call);
     if (row.status === 'done' && typeof row.response === 'string') {
+      // Not visible when the claim started, committed before it ended: it blocked on the original.
+      if (claim.waited) event(rt, call, 'waited');
       return replay(rt, call, row.response, Number(row.expires_ms));
     }
     // A live lease-mode claim in the same table: nothing to wait on here.
@@ -60,7 +62,8 @@ async function claimKey(
   rt: Runtime,
   call: Call,
 ): Promise<
-  { session: Session; expiresAt: number; existing?: undefined } | { session?: undefined; existing: Row | undefined }
+  | { session: Session; expiresAt: number; existing?: undefined }
+  | { session?: undefined; existing: Row | undefined; waited: boolean }
 > {
   const { store, sql } = rt;
   const values = { ...call, ttlMs: rt.options.ttl };
@@ -70,29 +73,29 @@ async function claimKey(
   const waitMs = Math.max(0, Math.ceil(call.deadline - performance.now()));
   const claim = sql.claimTransaction(values, locks ? waitMs : undefined);
   let session: Session;
-  let claimed: Row | undefined;
+  let result: Row | undefined;
   let existing: Row | undefined;
   if (store.pipelined) {
     // One round trip: the SELECT is a separate statement so, after a wait, it sees the original's committed row.
     const opened = await store.begin([claim, sql.select(call), sql.savepoint()]);
     session = opened.session;
-    claimed = opened.rows[0]?.[0];
+    result = opened.rows[0]?.[0];
     existing = opened.rows[1]?.[0];
   } else {
     const opened = await store.begin([claim]);
     session = opened.session;
-    claimed = opened.rows[0]?.[0];
+    result = opened.rows[0]?.[0];
     try {
-      if (claimed) await session.run([sql.savepoint()]);
+      if (result?.expires_ms != null) await session.run([sql.savepoint()]);
       else existing = (await session.run([sql.select(call)]))[0]?.[0];
     } catch (error) {
       await session.rollback().catch(() => {});
       throw error;
     }
   }
-  if (claimed) return { session, expiresAt: Number(claimed.expires_ms) };
+  if (result?.expires_ms != null) return { session, expiresAt: Number(result.expires_ms) };
   session.rollback().catch(() => {});
-  return { existing };
+  return { existing, waited: Number(result?.seen_rows) === 0 };
 }
 
 async function runOwned(

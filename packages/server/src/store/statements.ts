@@ -52,6 +52,9 @@ export class Statements {
    * claim of the same key makes this wait until it commits or rolls back. Returns a row only when this call now
    * owns the key.
    *
+   * Always returns one row: `expires_ms` is set when this call now owns the key; `seen_rows` = 0 with no claim
+   * means the row appeared while this statement ran, i.e. it waited for a concurrent original.
+   *
    * A committed row that cannot be taken over (a completed, live key: the replay case) is seen first and the
    * insert is skipped: no row lock, no transaction id, nothing to write.
    *
@@ -70,8 +73,8 @@ export class Statements {
       : '';
     const s = literal(v.scope);
     const k = literal(v.key);
-    return `WITH seen AS (SELECT ${expiredAndFree('x')} AS free FROM ${this.#t} AS x WHERE x.scope = ${s} AND x.key = ${k})
-INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, created_at, expires_at)
+    return `WITH seen AS (SELECT ${expiredAndFree('x')} AS free FROM ${this.#t} AS x WHERE x.scope = ${s} AND x.key = ${k}),
+claimed AS (INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, created_at, expires_at)
 SELECT ${s}, ${k}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress',
   clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'
 WHERE NOT EXISTS (SELECT 1 FROM seen WHERE NOT seen.free)${gate}
@@ -79,7 +82,8 @@ ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, path 
   status = 'in_progress', token = NULL, locked_until = NULL, response = NULL,
   created_at = excluded.created_at, expires_at = excluded.expires_at
 WHERE ${expiredAndFree('k')}
-RETURNING (extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms${restore}`;
+RETURNING (extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms${restore})
+SELECT claimed.expires_ms, (SELECT count(*) FROM seen)::int AS seen_rows FROM (SELECT 1) AS one LEFT JOIN claimed ON true`;
   }
 
   /**
