@@ -21,7 +21,10 @@ export interface LoadOptions {
 }
 
 export interface LoadResult {
+  /** Requests answered in the measured part. */
   requests: number;
+  /** Requests sent in all, warm-up included (for per-request server counters). */
+  sent: number;
   rps: number;
   p50: number;
   p99: number;
@@ -99,6 +102,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
   const sum = latencies.reduce((a, b) => a + b, 0);
   return {
     requests: latencies.length,
+    sent: n,
     rps: latencies.length / elapsed,
     p50: quantile(latencies, 0.5),
     p99: quantile(latencies, 0.99),

@@ -16,8 +16,17 @@ const num = (n: number) => (Number.isFinite(n) ? String(round1(n)) : '–');
 export function overheadTable(results: BenchResults, handler: 'light' | 'payment'): string[] {
   const rows = (results.overhead ?? []).filter((r) => r.handler === handler);
   return table(
-    ['contender', 'req/s', 'p50 ms', 'p99 ms', 'ratio to plain (min–max)', 'non-200'],
-    rows.map((r) => [r.contender, Math.round(r.rps), ms(r.p50), ms(r.p99), formatRatio(r.ratio), r.non200]),
+    ['contender', 'req/s', 'p50 ms', 'p99 ms', 'ratio to plain (min–max)', 'server CPU µs/req', 'SQL/req', 'non-200'],
+    rows.map((r) => [
+      r.contender,
+      Math.round(r.rps),
+      ms(r.p50),
+      ms(r.p99),
+      formatRatio(r.ratio),
+      Number.isFinite(r.cpuMicros) ? Math.round(r.cpuMicros) : '–',
+      num(r.sqlPerRequest),
+      r.non200,
+    ]),
   );
 }
 

@@ -15,6 +15,10 @@ export interface OverheadRow {
   p99: number;
   /** Per-round throughput ratio to `plain` in the same round. */
   ratio: Spread;
+  /** Server process CPU per request under this load (warm-up included), µs: median over rounds. */
+  cpuMicros: number;
+  /** SQL round trips per request under this load. */
+  sqlPerRequest: number;
   non200: number;
 }
 
@@ -27,11 +31,13 @@ export async function overheadScenario(env: BenchEnv): Promise<OverheadRow[]> {
   const names = env.contenders.filter((c) => !c.replayOnly).map((c) => c.name);
   const handlers: HandlerName[] = ['light', 'payment'];
   const results = new Map<string, LoadResult[]>();
+  const costs = new Map<string, { cpu: number; sql: number }[]>();
   let seq = 0;
   for (let round = 0; round < params.rounds; round++) {
     for (const handler of handlers) {
       for (const name of rotate(names, round)) {
         const prefix = `${runTag}-o-${seq++}-`;
+        const before = await server(env, name).counters();
         const result = await runLoad({
           url: server(env, name).url,
           path: handler,
@@ -40,8 +46,14 @@ export async function overheadScenario(env: BenchEnv): Promise<OverheadRow[]> {
           warmupMs: params.warmupMs,
           key: (i) => `${prefix}${i}`,
         });
+        const after = await server(env, name).counters();
         const id = `${name}|${handler}`;
         results.set(id, [...(results.get(id) ?? []), result]);
+        const cost = {
+          cpu: (after.cpuMicros - before.cpuMicros) / result.sent,
+          sql: (after.queries - before.queries) / result.sent,
+        };
+        costs.set(id, [...(costs.get(id) ?? []), cost]);
         env.log(
           `  round ${round + 1} ${handler.padEnd(7)} ${name.padEnd(18)} ${result.rps.toFixed(0).padStart(6)} req/s`,
         );
@@ -61,6 +73,8 @@ export async function overheadScenario(env: BenchEnv): Promise<OverheadRow[]> {
         p50: median(runs.map((r) => r.p50)),
         p99: median(runs.map((r) => r.p99)),
         ratio: spread(runs.map((r, i) => r.rps / (plain[i]?.rps ?? Number.NaN))),
+        cpuMicros: median((costs.get(`${name}|${handler}`) ?? []).map((c) => c.cpu)),
+        sqlPerRequest: median((costs.get(`${name}|${handler}`) ?? []).map((c) => c.sql)),
         non200: runs.reduce((a, r) => a + r.requests - (r.statuses['200'] ?? 0) + r.errors, 0),
       });
     }
