@@ -16,7 +16,17 @@ const num = (n: number) => (Number.isFinite(n) ? String(round1(n)) : '–');
 export function overheadTable(results: BenchResults, handler: 'light' | 'payment'): string[] {
   const rows = (results.overhead ?? []).filter((r) => r.handler === handler);
   return table(
-    ['contender', 'req/s', 'p50 ms', 'p99 ms', 'ratio to plain (min–max)', 'server CPU µs/req', 'SQL/req', 'non-200'],
+    [
+      'contender',
+      'req/s',
+      'p50 ms',
+      'p99 ms',
+      'ratio to plain (min–max)',
+      'server CPU µs/req',
+      'Postgres CPU µs/req',
+      'SQL/req',
+      'non-200',
+    ],
     rows.map((r) => [
       r.contender,
       Math.round(r.rps),
@@ -24,6 +34,7 @@ export function overheadTable(results: BenchResults, handler: 'light' | 'payment
       ms(r.p99),
       formatRatio(r.ratio),
       Number.isFinite(r.cpuMicros) ? Math.round(r.cpuMicros) : '–',
+      Number.isFinite(r.pgCpuMicros) ? Math.round(r.pgCpuMicros) : '–',
       num(r.sqlPerRequest),
       r.non200,
     ]),

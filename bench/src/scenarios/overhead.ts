@@ -1,6 +1,7 @@
 import { type BenchEnv, rotate, server } from '../bench-env.ts';
 import { runTag } from '../contenders/contender-spec.ts';
 import { type LoadResult, runLoad } from '../load/http-load.ts';
+import { postgresCpuMicros } from '../load/postgres-cpu.ts';
 import { median, round2, type Spread, spread } from '../load/stats.ts';
 
 export type HandlerName = 'light' | 'payment';
@@ -19,6 +20,8 @@ export interface OverheadRow {
   cpuMicros: number;
   /** SQL round trips per request under this load. */
   sqlPerRequest: number;
+  /** Local Postgres CPU per request (all backends), µs; NaN when Postgres is not a local process. */
+  pgCpuMicros: number;
   non200: number;
 }
 
@@ -31,13 +34,14 @@ export async function overheadScenario(env: BenchEnv): Promise<OverheadRow[]> {
   const names = env.contenders.filter((c) => !c.replayOnly).map((c) => c.name);
   const handlers: HandlerName[] = ['light', 'payment'];
   const results = new Map<string, LoadResult[]>();
-  const costs = new Map<string, { cpu: number; sql: number }[]>();
+  const costs = new Map<string, { cpu: number; sql: number; pg: number }[]>();
   let seq = 0;
   for (let round = 0; round < params.rounds; round++) {
     for (const handler of handlers) {
       for (const name of rotate(names, round)) {
         const prefix = `${runTag}-o-${seq++}-`;
         const before = await server(env, name).counters();
+        const pgBefore = postgresCpuMicros() ?? Number.NaN;
         const result = await runLoad({
           url: server(env, name).url,
           path: handler,
@@ -47,11 +51,13 @@ export async function overheadScenario(env: BenchEnv): Promise<OverheadRow[]> {
           key: (i) => `${prefix}${i}`,
         });
         const after = await server(env, name).counters();
+        const pgAfter = postgresCpuMicros() ?? Number.NaN;
         const id = `${name}|${handler}`;
         results.set(id, [...(results.get(id) ?? []), result]);
         const cost = {
           cpu: (after.cpuMicros - before.cpuMicros) / result.sent,
           sql: (after.queries - before.queries) / result.sent,
+          pg: (pgAfter - pgBefore) / result.sent,
         };
         costs.set(id, [...(costs.get(id) ?? []), cost]);
         env.log(
@@ -75,6 +81,7 @@ export async function overheadScenario(env: BenchEnv): Promise<OverheadRow[]> {
         ratio: spread(runs.map((r, i) => r.rps / (plain[i]?.rps ?? Number.NaN))),
         cpuMicros: median((costs.get(`${name}|${handler}`) ?? []).map((c) => c.cpu)),
         sqlPerRequest: median((costs.get(`${name}|${handler}`) ?? []).map((c) => c.sql)),
+        pgCpuMicros: median((costs.get(`${name}|${handler}`) ?? []).map((c) => c.pg)),
         non200: runs.reduce((a, r) => a + r.requests - (r.statuses['200'] ?? 0) + r.errors, 0),
       });
     }

@@ -14,8 +14,15 @@ const config = JSON.parse(process.env.BENCH_SERVER_CONFIG ?? '{}') as ServerConf
 
 let queries = 0;
 const originalQuery = pg.Client.prototype.query;
+// BENCH_LOG_SQL=n prints the first n statements each server sends (to see what one request costs Postgres).
+let logSql = Number(process.env.BENCH_LOG_SQL ?? 0);
 pg.Client.prototype.query = function countedQuery(this: pg.Client, ...args: unknown[]) {
   queries++;
+  if (logSql > 0) {
+    logSql--;
+    const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string })?.text;
+    console.error(`[${config.spec.name}] ${text}`);
+  }
   return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
 } as typeof pg.Client.prototype.query;
 
