@@ -155,7 +155,18 @@ function markdown(r: BenchResults, root: string): string {
     );
   }
   if (r.overhead) {
-    lines.push('## Overhead: first executions', '', '### light handler', '', ...overheadTable(r, 'light'), '');
+    lines.push(
+      '## Overhead: first executions',
+      '',
+      'Per cell, the server reports its own CPU time and SQL statements; "Postgres CPU" is the CPU of every local',
+      'Postgres process over the cell (read from /proc: backends, WAL writer, autovacuum — and any other',
+      "database's work on a shared machine), divided by the requests sent. Medians over rounds.",
+      '',
+      '### light handler',
+      '',
+      ...overheadTable(r, 'light'),
+      '',
+    );
     lines.push('### payment handler', '', ...overheadTable(r, 'payment'), '');
   }
   if (r.replay) {
