@@ -27,6 +27,13 @@ const onlyFlag = argv.indexOf('--only');
 const only = onlyFlag >= 0 ? new Set(argv[onlyFlag + 1]?.split(',')) : undefined;
 const wants = (name: string) => !only || only.has(name);
 const log = (line: string) => console.log(line);
+/** 1-minute load average when each scenario starts: how busy the machine was, for the report. */
+const loadSamples: { scenario: string; load: number }[] = [];
+const section = (name: string) => {
+  const load = loadavg()[0] ?? 0;
+  loadSamples.push({ scenario: name, load });
+  log(`\n# ${name} (load ${load.toFixed(2)})`);
+};
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const oursAvailable = existsSync(`${root}packages/server/dist/index.js`);
@@ -98,34 +105,35 @@ try {
     command: `npm run bench${params.quick ? ' -- --quick' : ''}`,
   };
   if (wants('round-trips')) {
-    log('\n# round trips per request');
+    section('round trips per request');
     results.roundTrips = await roundTripScenario(env);
   }
   if (wants('overhead')) {
-    log('\n# overhead (first executions, unique keys)');
+    section('overhead (first executions, unique keys)');
     results.overhead = await overheadScenario(env);
   }
   if (wants('replay')) {
-    log('\n# replay (completed keys)');
+    section('replay (completed keys)');
     results.replay = await replayScenario(env);
   }
   if (wants('storm')) {
-    log('\n# duplicate storm');
+    section('duplicate storm');
     results.storm = await stormScenario(env);
   }
   if (oursOptions && wants('scaling')) {
-    log('\n# scaling with table size');
+    section('scaling with table size');
     results.scaling = await (await import('./scenarios/scaling.ts')).scalingScenario(env);
   }
   if (oursOptions && wants('purge')) {
-    log('\n# purge under load');
+    section('purge under load');
     results.purge = await (await import('./scenarios/purge.ts')).purgeScenario(env);
   }
   if (clientAvailable && wants('client')) {
-    log('\n# client link');
+    section('client link');
     results.client = await (await import('./scenarios/client-link.ts')).clientLinkScenario(env);
   }
   machine.loadEnd = loadavg()[0] ?? 0;
+  machine.loadSamples = loadSamples;
   results.elapsedSeconds = Math.round((Date.now() - started) / 1000);
   // A partial run (--only) never overwrites the complete run's results and docs.
   await mkdir(`${root}bench/results`, { recursive: true });

@@ -14,6 +14,8 @@ export interface MachineFacts {
   /** 1-minute load average when the run started and ended: above the core count, other work shared the CPU. */
   loadStart: number;
   loadEnd?: number;
+  /** 1-minute load average as each scenario started. */
+  loadSamples?: { scenario: string; load: number }[];
 }
 
 export async function machineFacts(db: Kysely<any>, redisUrl: string): Promise<MachineFacts> {

@@ -99,7 +99,10 @@ function markdown(r: BenchResults, root: string): string {
         ['Node', m.node],
         ['Postgres', m.postgres],
         ['Redis', m.redis],
-        ['1-min load average', `${m.loadStart.toFixed(2)} at start, ${m.loadEnd?.toFixed(2) ?? '?'} at end`],
+        [
+          '1-min load average',
+          `${m.loadStart.toFixed(2)} at start, ${m.loadEnd?.toFixed(2) ?? '?'} at end; per scenario: ${(m.loadSamples ?? []).map((x) => `${x.scenario.split(' (')[0]} ${x.load.toFixed(1)}`).join(', ')}`,
+        ],
       ],
     ),
     '',
