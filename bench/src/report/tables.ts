@@ -197,3 +197,29 @@ export function outageTable(results: BenchResults): string[] {
     (results.client?.outage ?? []).map((r) => [r.budget, r.calls, r.httpRequests, ms(r.amplification), num(r.seconds)]),
   );
 }
+
+/**
+ * On a CPU-bound machine req/s ≈ 1 / (CPU per request), so plain's server + Postgres CPU divided by a
+ * contender's predicts its ratio; the closer to the measured ratio, the more of the gap that CPU explains.
+ */
+export function costModelTable(results: BenchResults, handler: 'light' | 'payment'): string[] {
+  const rows = (results.overhead ?? []).filter((r) => r.handler === handler);
+  const plain = rows.find((r) => r.contender === 'plain');
+  if (!plain || !Number.isFinite(plain.cpuMicros) || !Number.isFinite(plain.pgCpuMicros)) return [];
+  const plainTotal = plain.cpuMicros + plain.pgCpuMicros;
+  return table(
+    ['contender', 'server µs', 'Postgres µs', 'total µs', 'extra vs plain µs', 'predicted ratio', 'measured ratio'],
+    rows.map((r) => {
+      const total = r.cpuMicros + r.pgCpuMicros;
+      return [
+        r.contender,
+        Math.round(r.cpuMicros),
+        Math.round(r.pgCpuMicros),
+        Math.round(total),
+        Math.round(total - plainTotal),
+        `${(plainTotal / total).toFixed(2)}×`,
+        `${r.ratio.median.toFixed(2)}×`,
+      ];
+    }),
+  );
+}

@@ -4,6 +4,7 @@ import type { Spread } from '../load/stats.ts';
 import type { BenchResults } from '../results.ts';
 import { type ChartGroup, ratioChart } from './svg-chart.ts';
 import {
+  costModelTable,
   linkTable,
   outageTable,
   overheadTable,
@@ -144,6 +145,25 @@ function markdown(r: BenchResults, root: string): string {
     '',
   ];
   if (analysis) lines.push('## Analysis', '', analysis, '');
+  const costLight = costModelTable(r, 'light');
+  if (costLight.length) {
+    lines.push(
+      '### CPU per request, and the ratio it predicts',
+      '',
+      'From the overhead cells: server process CPU + local Postgres CPU per request (medians over rounds). With',
+      "2 cores shared by the server, Postgres and the load generator, req/s ≈ 1 / CPU per request, so plain's total",
+      "divided by a contender's predicts the contender's ratio (Redis' own CPU is not counted).",
+      '',
+      '**light handler**',
+      '',
+      ...costLight,
+      '',
+      '**payment handler**',
+      '',
+      ...costModelTable(r, 'payment'),
+      '',
+    );
+  }
   if (r.roundTrips) {
     lines.push(
       '## Round trips per request',
