@@ -25,7 +25,7 @@ export function classicMiddleware(pool: pg.Pool) {
       const { rows } = await pool.query('SELECT fingerprint, status, response FROM classic_keys WHERE key = $1', [key]);
       const row = rows[0] as { fingerprint: string; status: string; response: string | null } | undefined;
       if (row && row.fingerprint !== fingerprint) throw new TRPCError({ code: 'UNPROCESSABLE_CONTENT' });
-      if (!row || row.status !== 'done') throw new TRPCError({ code: 'CONFLICT', message: 'in progress' });
+      if (row?.status !== 'done') throw new TRPCError({ code: 'CONFLICT', message: 'in progress' });
       return { ok: true as const, data: JSON.parse(row.response ?? 'null'), marker: middlewareMarker };
     }
     const result = await next();
