@@ -52,6 +52,16 @@ class Parser {
   skipOWS(): void {
     while (this.peek() === ' ' || this.peek() === '\t') this.pos++;
   }
+  /** After a list or dictionary member: true at the end of the field, else consumes the separating comma. */
+  endOfMember(): boolean {
+    this.skipOWS();
+    if (this.done) return true;
+    if (this.peek() !== ',') this.fail('members are separated by commas');
+    this.pos++;
+    this.skipOWS();
+    if (this.done) this.fail('trailing comma');
+    return false;
+  }
 
   string(): string {
     if (this.peek() !== '"') this.fail('expected a string');
@@ -146,12 +156,7 @@ export function parseStringDictionary(value: string): Map<string, string> {
     out.delete(key);
     out.set(key, p.string());
     p.parameters();
-    p.skipOWS();
-    if (p.done) break;
-    if (p.peek() !== ',') p.fail('members are separated by commas');
-    p.pos++;
-    p.skipOWS();
-    if (p.done) p.fail('trailing comma');
+    if (p.endOfMember()) break;
   }
   return out;
 }
@@ -163,12 +168,7 @@ export function parseTokenList(value: string): string[] {
   while (!p.done) {
     out.push(p.token());
     p.parameters();
-    p.skipOWS();
-    if (p.done) break;
-    if (p.peek() !== ',') p.fail('members are separated by commas');
-    p.pos++;
-    p.skipOWS();
-    if (p.done) p.fail('trailing comma');
+    if (p.endOfMember()) break;
   }
   return out;
 }
