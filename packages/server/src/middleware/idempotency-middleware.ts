@@ -51,28 +51,31 @@ export function createMiddlewareFunction(rt: Runtime, gate: InFlightCalls, runMo
       startedAt,
       deadline: startedAt + options.wait,
     };
-    const cached = rt.cache?.get(scope, call.key, Date.now());
-    if (cached) {
-      if (cached.fingerprint !== call.fingerprint) throw mismatch(rt, call);
-      return replay(rt, call, cached.response, cached.expiresAt);
-    }
+    const cached = replayFromCache(rt, call);
+    if (cached) return cached;
     const entered = await gate.enter(`${scope.length}:${scope}${call.key}`, call.fingerprint, call.deadline);
     if (entered.outcome === 'mismatch') throw mismatch(rt, call);
     if (entered.outcome === 'timeout') throw conflict(rt, call);
     try {
       if (entered.waited) {
         event(rt, call, 'waited');
-        const now = rt.cache?.get(scope, call.key, Date.now());
-        if (now) {
-          if (now.fingerprint !== call.fingerprint) throw mismatch(rt, call);
-          return replay(rt, call, now.response, now.expiresAt);
-        }
+        // The call we waited for may have completed in this process: its result is cached now.
+        const completed = replayFromCache(rt, call);
+        if (completed) return completed;
       }
       return await runMode(rt, call, opts.next as unknown as NextFn);
     } finally {
       entered.leave();
     }
   };
+}
+
+/** A completed result of this process answers without a round trip; the cache lookup already refreshed it. */
+function replayFromCache(rt: Runtime, call: Call): MiddlewareResultLike | undefined {
+  const hit = rt.cache?.get(call.scope, call.key, Date.now());
+  if (!hit) return undefined;
+  if (hit.fingerprint !== call.fingerprint) throw mismatch(rt, call);
+  return replay(rt, call, hit.response);
 }
 
 function findKey(rt: Runtime, ctx: unknown, batchIndex: number): { key: string; form: 'single' | 'batch' } | undefined {

@@ -27,9 +27,15 @@ export function okResult(data: unknown): MiddlewareResultLike {
 }
 
 /** Replays a stored outcome: flags the response, then returns the data or throws the stored error. */
-export function replay(rt: Runtime, call: Call, response: string, expiresAt: number): MiddlewareResultLike {
-  const outcome = decodeStoredResponse(response, rt.options.serializer);
+/** Replays a completed row read from the database, and caches it so the next duplicate needs no round trip. */
+export function replayRow(rt: Runtime, call: Call, response: string, expiresAt: number): MiddlewareResultLike {
   rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });
+  return replay(rt, call, response);
+}
+
+/** Replays a stored result; a mismatching payload was refused before. */
+export function replay(rt: Runtime, call: Call, response: string): MiddlewareResultLike {
+  const outcome = decodeStoredResponse(response, rt.options.serializer);
   markReplayed(call.ctx, call.form, call.batchIndex);
   event(rt, call, 'replayed');
   return okResult(replayOutcome(outcome));

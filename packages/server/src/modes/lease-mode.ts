@@ -8,7 +8,7 @@ import {
   conflict,
   event,
   mismatch,
-  replay,
+  replayRow,
   responseTooLarge,
   utf8Bytes,
 } from '../middleware/outcomes.js';
@@ -69,7 +69,7 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
       if (existing.fingerprint !== call.fingerprint || existing.path !== call.path) throw mismatch(rt, call);
       if (existing.status === 'done' && typeof existing.response === 'string') {
         if (waited) event(rt, call, 'waited');
-        return replay(rt, call, existing.response, Number(existing.expires_ms));
+        return replayRow(rt, call, existing.response, Number(existing.expires_ms));
       }
     }
     // The original still holds a live lease (or its row just vanished): look again until `wait` is used up.

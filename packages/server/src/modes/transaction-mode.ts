@@ -7,7 +7,7 @@ import {
   conflict,
   event,
   mismatch,
-  replay,
+  replayRow,
   responseTooLarge,
   utf8Bytes,
 } from '../middleware/outcomes.js';
@@ -47,7 +47,7 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
     if (row.status === 'done' && typeof row.response === 'string') {
       // Not visible when the claim started, committed before it ended: it blocked on the original.
       if (claim.waited) event(rt, call, 'waited');
-      return replay(rt, call, row.response, Number(row.expires_ms));
+      return replayRow(rt, call, row.response, Number(row.expires_ms));
     }
     // A live lease-mode claim in the same table: nothing to wait on here.
     throw conflict(rt, call);
