@@ -316,6 +316,22 @@ describe.each(BACKENDS)('transaction mode on %s', (name) => {
     expect(await paymentsOf('ttl')).toBe(2);
   });
 
+  it('takes an expired key over for another input, and a stored error of the new run replaces the old result', async () => {
+    const key = newKey();
+    await makeApp(backend, { ttl: 100 }).caller(key, 'retake').payments.create({ amount: 1 });
+    await sleep(150);
+    const second = makeApp(backend);
+    second.control.throwAfterWrite = () => new TRPCError({ code: 'PAYMENT_REQUIRED', message: 'card declined' });
+    expect((await failure(second.caller(key, 'retake').payments.create({ amount: 2 }))).code).toBe('PAYMENT_REQUIRED');
+    // The takeover survived the rollback of the handler's writes: the key now holds the new input's error.
+    const fresh = makeApp(backend, { cache: false });
+    const replayed = await failure(fresh.caller(key, 'retake').payments.create({ amount: 2 }));
+    expect([replayed.code, replayed.message]).toEqual(['PAYMENT_REQUIRED', 'card declined']);
+    await expectReason(fresh.caller(key, 'retake').payments.create({ amount: 1 }), 'payload_mismatch');
+    expect(fresh.control.runs).toBe(0);
+    expect(await paymentsOf('retake')).toBe(1);
+  });
+
   it('gives the handler a transaction it cannot nest, and that refuses queries once the call is over', async () => {
     let message = '';
     const leaked: { db?: Kysely<AppDB> } = {};

@@ -29,7 +29,6 @@ const FENCED = '22012';
  * A duplicate polls until `wait`, then 409; a claim whose lease ran out (its holder died) is taken over.
  */
 export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promise<MiddlewareResultLike> {
-  const { store, sql, options } = rt;
   try {
     // First call only: learn whether the database is PGlite. Unreachable here means unreachable at the claim.
     await rt.store.ready();
@@ -39,32 +38,18 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
   let pause = POLL_FIRST_MS;
   let waited = false;
   for (;;) {
-    const token = randomUUID();
-    const claimSql = sql.claimLease({ ...call, ttlMs: options.ttl, token, leaseMs: options.lease });
-    let claimed: Row | undefined;
-    let existing: Row | undefined;
-    let session: Session | undefined;
+    let claim: Awaited<ReturnType<typeof claimKey>>;
     try {
-      if (store.pipelined) {
-        // One round trip: the claim commits, and the handler's transaction is already open if it won.
-        const opened = await store.commitThenBegin([claimSql, sql.select(call)]);
-        claimed = opened.rows[0]?.[0];
-        existing = opened.rows[1]?.[0];
-        if (claimed) session = opened.session;
-        else opened.session.rollback().catch(() => {});
-      } else {
-        claimed = (await store.autocommit([claimSql]))[0]?.[0];
-        if (!claimed) existing = (await store.autocommit([sql.select(call)]))[0]?.[0];
-      }
+      claim = await claimKey(rt, call);
     } catch (error) {
       throw claimFailure(rt, call, error);
     }
-    if (claimed) {
+    if (claim.owner) {
       if (waited) event(rt, call, 'waited');
-      const takeover = claimed.prev_status === 'in_progress';
-      if (takeover) event(rt, call, 'taken_over');
-      return await runOwned(rt, call, next, { token, takeover, expiresAt: Number(claimed.expires_ms) }, session);
+      if (claim.owner.takeover) event(rt, call, 'taken_over');
+      return await runOwned(rt, call, next, claim.owner, claim.session);
     }
+    const existing = claim.existing;
     if (existing) {
       if (existing.fingerprint !== call.fingerprint || existing.path !== call.path) throw mismatch(rt, call);
       if (existing.status === 'done' && typeof existing.response === 'string') {
@@ -82,11 +67,58 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
   }
 }
 
+interface Owner {
+  token: string;
+  takeover: boolean;
+  expiresAt: number;
+}
+
+/**
+ * One look at the key: claims it (on the fast path the claim commits and the handler's transaction opens in one
+ * round trip); if it is taken, reads the row and takes it over when it expired or its holder's lease ran out.
+ */
+async function claimKey(
+  rt: Runtime,
+  call: Call,
+): Promise<
+  { owner: Owner; session: Session | undefined; existing?: undefined } | { owner?: undefined; existing?: Row }
+> {
+  const { store, sql, options } = rt;
+  const lease = { ...call, ttlMs: options.ttl, token: randomUUID(), leaseMs: options.lease };
+  const tryClaim = async (statement: string) => {
+    if (!store.pipelined) return { row: (await store.autocommit([statement]))[0]?.[0], session: undefined };
+    const opened = await store.autocommitThenBegin(statement);
+    const row = opened.rows[0]?.[0];
+    if (!row) opened.session.rollback().catch(() => {});
+    return { row, session: row ? opened.session : undefined };
+  };
+  const owner = (row: Row, takeover: boolean) => ({ token: lease.token, takeover, expiresAt: Number(row.expires_ms) });
+  const claimed = await tryClaim(sql.claimLease(lease));
+  if (claimed.row) return { owner: owner(claimed.row, false), session: claimed.session };
+  const existing = (await store.autocommit([sql.select(call)]))[0]?.[0];
+  if (!existing || !(existing.free === true || deadLease(existing, call))) return { existing };
+  const taken = await tryClaim(sql.takeOverLease(lease));
+  if (taken.row) return { owner: owner(taken.row, existing.status === 'in_progress'), session: taken.session };
+  // Another call took it over first: look again.
+  return {};
+}
+
+/** A claim of this payload whose holder stopped renewing its lease: the holder died, the call may run again. */
+function deadLease(row: Row, call: Call): boolean {
+  return (
+    row.status === 'in_progress' &&
+    row.token != null &&
+    Number(row.lease_left_ms) === 0 &&
+    row.fingerprint === call.fingerprint &&
+    row.path === call.path
+  );
+}
+
 async function runOwned(
   rt: Runtime,
   call: Call,
   next: NextFn,
-  claim: { token: string; takeover: boolean; expiresAt: number },
+  claim: Owner,
   opened: Session | undefined,
 ): Promise<MiddlewareResultLike> {
   const { store, sql, options } = rt;

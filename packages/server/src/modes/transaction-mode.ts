@@ -14,6 +14,7 @@ import {
 import { encodeStoredResponse } from '../serialize/stored-response.js';
 import { createHandlerDb } from '../store/handler-db.js';
 import type { Row, Session } from '../store/session.js';
+import { committedBefore } from '../store/snapshot.js';
 
 /** A claim that found the key taken by a row that then vanished (purged, rolled back) is retried this often. */
 const MAX_CLAIM_ATTEMPTS = 3;
@@ -39,14 +40,14 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
     }
     if (claim.session) return await runOwned(rt, call, next, claim.session, claim.expiresAt);
     const row = claim.existing;
-    if (!row) {
+    // The row vanished (purged, rolled back) or another takeover won and failed since: claim again.
+    if (!row || row.free === true) {
       if (attempt < MAX_CLAIM_ATTEMPTS) continue;
       throw conflict(rt, call);
     }
     if (row.fingerprint !== call.fingerprint || row.path !== call.path) throw mismatch(rt, call);
     if (row.status === 'done' && typeof row.response === 'string') {
-      // Not visible when the claim started, committed before it ended: it blocked on the original.
-      if (claim.waited) event(rt, call, 'waited');
+      if (claimWaited(row)) event(rt, call, 'waited');
       return replayRow(rt, call, row.response, Number(row.expires_ms));
     }
     // A live lease-mode claim in the same table: nothing to wait on here.
@@ -55,47 +56,51 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
 }
 
 /**
- * One round trip on the fast path: BEGIN, bounded claim, the row as it now is, savepoint. Returns the open session
- * when this call owns the key; otherwise rolls back (without making the caller wait) and returns the row.
+ * Opens the transaction with the claim (and, on the fast path, the savepoint) in one round trip. Returns the open
+ * session when this call owns the key. Otherwise reads the row — a new statement, so after a wait it sees what the
+ * original committed — takes it over once if it expired, else rolls back (without making the caller wait) and
+ * returns the row.
  */
 async function claimKey(
   rt: Runtime,
   call: Call,
-): Promise<
-  | { session: Session; expiresAt: number; existing?: undefined }
-  | { session?: undefined; existing: Row | undefined; waited: boolean }
-> {
+): Promise<{ session: Session; expiresAt: number; existing?: undefined } | { session?: undefined; existing?: Row }> {
   const { store, sql } = rt;
   const values = { ...call, ttlMs: rt.options.ttl };
-  // On one connection nothing can hold a lock on our row: no timeout to set.
-  const locks = !store.singleConnection;
-  // What is left of `wait` after any wait in process.
-  const waitMs = Math.max(0, Math.ceil(call.deadline - performance.now()));
-  const claim = sql.claimTransaction(values, locks ? waitMs : undefined);
-  let session: Session;
-  let result: Row | undefined;
-  let existing: Row | undefined;
-  if (store.pipelined) {
-    // One round trip: the SELECT is a separate statement so, after a wait, it sees the original's committed row.
-    const opened = await store.begin([claim, sql.select(call), sql.savepoint()]);
-    session = opened.session;
-    result = opened.rows[0]?.[0];
-    existing = opened.rows[1]?.[0];
-  } else {
-    const opened = await store.begin([claim]);
-    session = opened.session;
-    result = opened.rows[0]?.[0];
-    try {
-      if (result?.expires_ms != null) await session.run([sql.savepoint()]);
-      else existing = (await session.run([sql.select(call)]))[0]?.[0];
-    } catch (error) {
-      await session.rollback().catch(() => {});
-      throw error;
+  // On one connection nothing can hold a lock on our row: no wait to bound. Else what is left of `wait`.
+  const waitMs = () => (store.singleConnection ? undefined : Math.max(0, Math.ceil(call.deadline - performance.now())));
+  const claim = sql.claimTransaction(values, waitMs());
+  const opened = await store.begin(store.pipelined ? [claim, sql.savepoint()] : [claim]);
+  const { session } = opened;
+  try {
+    let owned = opened.rows[0]?.[0];
+    let row: Row | undefined;
+    if (owned?.expires_ms == null) {
+      row = (await session.run([sql.select(call)]))[0]?.[0];
+      if (row?.free === true) {
+        const takeOver = sql.takeOverTransaction(values, waitMs());
+        // The fast path set the savepoint already: the takeover must not be undone with the handler's writes.
+        owned = store.pipelined
+          ? (await session.run([sql.releaseSavepoint(), takeOver, sql.savepoint()]))[1]?.[0]
+          : (await session.run([takeOver]))[0]?.[0];
+        if (owned?.expires_ms == null) row = (await session.run([sql.select(call)]))[0]?.[0];
+      }
     }
+    if (owned?.expires_ms != null) {
+      if (!store.pipelined) await session.run([sql.savepoint()]);
+      return { session, expiresAt: Number(owned.expires_ms) };
+    }
+    session.rollback().catch(() => {});
+    return { existing: row };
+  } catch (error) {
+    await session.rollback().catch(() => {});
+    throw error;
   }
-  if (result?.expires_ms != null) return { session, expiresAt: Number(result.expires_ms) };
-  session.rollback().catch(() => {});
-  return { existing, waited: Number(result?.seen_rows) === 0 };
+}
+
+/** The row we replay was committed after our claim began: the claim blocked on the original until it committed. */
+function claimWaited(row: Row): boolean {
+  return typeof row.claim_snapshot === 'string' && !committedBefore(row.claim_snapshot, String(row.xmin));
 }
 
 async function runOwned(
@@ -127,14 +132,14 @@ async function runOwned(
       await session.rollback().catch(() => {});
       throw responseTooLarge(rt, call, bytes);
     }
-    statements = [sql.complete(call, response)];
+    statements = [sql.releaseSavepoint(), sql.complete(call, response)];
   } else if (shouldStoreError(result.error, options.storeErrors)) {
     response = encodeStoredResponse(
       { ok: false, error: { code: result.error.code, message: result.error.message } },
       options.serializer,
     );
     // The deterministic error is stored, the handler's partial writes are not.
-    statements = [sql.rollbackToSavepoint(), sql.complete(call, response)];
+    statements = [sql.rollbackToSavepoint(), sql.releaseSavepoint(), sql.complete(call, response)];
   } else {
     // Not stored: everything rolls back and the key is free again. The client need not wait for the ROLLBACK.
     session.rollback().catch(() => {});

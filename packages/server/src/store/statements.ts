@@ -14,16 +14,20 @@ export interface ClaimValues extends RowKey {
   ttlMs: number;
 }
 
-/** A transaction-local setting that keeps the caller's lock_timeout while the claim bounds its own wait. */
+/** Transaction-local settings: the caller's lock_timeout while ours bounds a claim, and the claim's snapshot. */
 const SAVED_LOCK_TIMEOUT = 'trpc_idempotency.saved_lock_timeout';
+const CLAIM_SNAPSHOT = 'trpc_idempotency.claim_snapshot';
 
 /** Name of the savepoint a transaction-mode claim sets, so a stored error can drop the handler's writes. */
 export const SAVEPOINT = 'trpc_idempotency_handler';
 
-/** Columns every read of an existing row returns; `expires_ms` and `lease_left_ms` computed by the database clock. */
-const ROW_COLUMNS = `status, fingerprint, path, response, token,
+/** Columns every read of an existing row returns; `expires_ms`, `lease_left_ms` and `free` by the database clock. */
+const ROW_COLUMNS = `status, fingerprint, path, response, token, xmin::text AS xmin,
   (extract(epoch from expires_at) * 1000)::float8 AS expires_ms,
-  greatest(0, extract(epoch from (locked_until - clock_timestamp())) * 1000)::float8 AS lease_left_ms`;
+  greatest(0, extract(epoch from (locked_until - clock_timestamp())) * 1000)::float8 AS lease_left_ms,
+  ${expiredAndFree('t')} AS free, current_setting('${CLAIM_SNAPSHOT}', true) AS claim_snapshot`;
+
+const EXPIRES_MS = '(extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms';
 
 /** Row `a` is expired and no live lease holds it: a new claim may take it over. */
 function expiredAndFree(a: string): string {
@@ -36,8 +40,32 @@ function deadLease(a: string, fingerprint: string, path: string): string {
 }
 
 /**
+ * A filter without columns, so Postgres evaluates it once, before the statement touches a row: it bounds how long
+ * the statement may wait for a row lock. With `save`, it first keeps the caller's lock_timeout aside (the RETURNING
+ * of an owning claim puts it back, so `wait` never bounds the handler's own locks) and the statement's snapshot
+ * (what was committed when the claim began: a row committed later was waited for). The nesting fixes the order.
+ * 0 ms becomes 1 ms: lock_timeout = 0 would mean "wait forever".
+ */
+function boundLockWait(ms: number, save: boolean): string {
+  const timeout = `'${int(Math.max(1, ms))}ms'`;
+  const value = save
+    ? `CASE WHEN set_config('${SAVED_LOCK_TIMEOUT}', current_setting('lock_timeout'), true) IS NULL
+    OR set_config('${CLAIM_SNAPSHOT}', pg_current_snapshot()::text, true) IS NULL THEN NULL ELSE ${timeout} END`
+    : timeout;
+  return `set_config('lock_timeout', ${value}, true) IS NOT NULL`;
+}
+
+const RESTORE_LOCK_TIMEOUT = `set_config('lock_timeout', current_setting('${SAVED_LOCK_TIMEOUT}'), true) AS lock_timeout_restored`;
+
+/**
  * The SQL text of every statement the modes run, with values embedded as escaped literals (see sql-literal.ts:
  * this is what lets several statements share one round trip). Built once per table.
+ *
+ * A claim is the cheapest statement that decides ownership atomically: `INSERT … ON CONFLICT DO NOTHING RETURNING`.
+ * Only when it returns nothing does a mode read the row, and only when that row has expired (or, in lease mode,
+ * its holder died) does it send a takeover, an `UPDATE` whose condition Postgres re-checks on the row's latest
+ * version. Small statements matter: every text travels over the simple protocol and is planned on every call,
+ * and planning one CTE that did all three cost more than the insert itself.
  * Expiry and leases are judged with clock_timestamp(), never now(): inside a transaction now() is frozen.
  */
 export class Statements {
@@ -48,77 +76,72 @@ export class Statements {
   }
 
   /**
-   * Transaction-mode claim: inserts the row as in_progress, or takes over an expired one. A concurrent uncommitted
-   * claim of the same key makes this wait until it commits or rolls back. Returns a row only when this call now
-   * owns the key.
-   *
-   * Always returns one row: `expires_ms` is set when this call now owns the key; `seen_rows` = 0 with no claim
-   * means the row appeared while this statement ran, i.e. it waited for a concurrent original.
-   *
-   * A committed row that cannot be taken over (a completed, live key: the replay case) is seen first and the
-   * insert is skipped: no row lock, no transaction id, nothing to write.
-   *
-   * With `lockTimeoutMs`, the wait is bounded inside the same statement (no extra round trip): the filter sets
-   * lock_timeout for the transaction, keeping the previous value aside, before the row is inserted; RETURNING,
-   * evaluated after the insert, puts the previous value back, so `wait` never bounds the handler's own locks.
-   * 0 ms becomes 1 ms: lock_timeout = 0 would mean "wait forever".
+   * Transaction-mode claim: inserts the row as in_progress. A concurrent uncommitted claim of the same key makes
+   * it wait until that one commits or rolls back (bounded by `lockTimeoutMs`). Returns `expires_ms` only when this
+   * call now owns the key; without a row, read the row with `select`.
    */
   claimTransaction(v: ClaimValues, lockTimeoutMs?: number): string {
     const bounded = lockTimeoutMs !== undefined;
-    const gate = bounded
-      ? `\n  AND set_config('lock_timeout', CASE WHEN set_config('${SAVED_LOCK_TIMEOUT}', current_setting('lock_timeout'), true) IS NULL THEN NULL ELSE '${int(Math.max(1, lockTimeoutMs))}ms' END, true) IS NOT NULL`
-      : '';
-    const restore = bounded
-      ? `, set_config('lock_timeout', current_setting('${SAVED_LOCK_TIMEOUT}'), true) AS lock_timeout_restored`
-      : '';
-    const s = literal(v.scope);
-    const k = literal(v.key);
-    return `WITH seen AS (SELECT ${expiredAndFree('x')} AS free FROM ${this.#t} AS x WHERE x.scope = ${s} AND x.key = ${k}),
-claimed AS (INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, created_at, expires_at)
-SELECT ${s}, ${k}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress',
-  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'
-WHERE NOT EXISTS (SELECT 1 FROM seen WHERE NOT seen.free)${gate}
-ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, path = excluded.path,
-  status = 'in_progress', token = NULL, locked_until = NULL, response = NULL,
-  created_at = excluded.created_at, expires_at = excluded.expires_at
-WHERE ${expiredAndFree('k')}
-RETURNING (extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms${restore})
-SELECT claimed.expires_ms, (SELECT count(*) FROM seen)::int AS seen_rows FROM (SELECT 1) AS one LEFT JOIN claimed ON true`;
+    return `INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, created_at, expires_at)
+SELECT ${literal(v.scope)}, ${literal(v.key)}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress',
+  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'${bounded ? `\nWHERE ${boundLockWait(lockTimeoutMs, true)}` : ''}
+ON CONFLICT (scope, key) DO NOTHING
+RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_LOCK_TIMEOUT}` : ''}`;
   }
 
   /**
-   * Lease-mode claim (autocommit): inserts the row as in_progress with a lease and fencing token, takes over an
-   * expired row, or takes over a dead holder's claim of the same payload whose lease ran out. `prev_status` tells
-   * a takeover apart from a fresh claim. As above, a visible row that cannot be taken over (a completed key, a live
-   * lease: replays and polls) skips the insert, so it is never locked.
+   * Transaction mode, after `claimTransaction` found an expired row: takes it over if it still is expired and free
+   * (waiting, bounded, for a concurrent taker's transaction). Returns `expires_ms` when this call now owns the key.
+   * Only after a bounded claim: it restores the lock_timeout that claim saved.
    */
+  takeOverTransaction(v: ClaimValues, lockTimeoutMs?: number): string {
+    const bounded = lockTimeoutMs !== undefined;
+    return `UPDATE ${this.#t} AS k SET fingerprint = ${literal(v.fingerprint)}, path = ${literal(v.path)},
+  status = 'in_progress', token = NULL, locked_until = NULL, response = NULL,
+  created_at = clock_timestamp(), expires_at = clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'
+WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND ${expiredAndFree('k')}${bounded ? ` AND ${boundLockWait(lockTimeoutMs, false)}` : ''}
+RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_LOCK_TIMEOUT}` : ''}`;
+  }
+
+  /** Lease-mode claim (autocommit): inserts the row as in_progress with a lease and fencing token. */
   claimLease(v: ClaimValues & { token: string; leaseMs: number }): string {
-    const s = literal(v.scope);
-    const k = literal(v.key);
+    return `INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, token, locked_until, created_at, expires_at)
+VALUES (${literal(v.scope)}, ${literal(v.key)}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress', ${literal(v.token)},
+  clock_timestamp() + ${int(v.leaseMs)} * interval '1 millisecond',
+  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond')
+ON CONFLICT (scope, key) DO NOTHING
+RETURNING ${EXPIRES_MS}`;
+  }
+
+  /**
+   * Lease mode (autocommit), after `claimLease` found the key taken: takes over an expired row, or a dead holder's
+   * claim of the same payload whose lease ran out. Returns `expires_ms` when this call now owns the key.
+   */
+  takeOverLease(v: ClaimValues & { token: string; leaseMs: number }): string {
     const fp = literal(v.fingerprint);
     const path = literal(v.path);
-    return `WITH prev AS (
-  SELECT x.status, ${expiredAndFree('x')} OR ${deadLease('x', fp, path)} AS free
-  FROM ${this.#t} AS x WHERE x.scope = ${s} AND x.key = ${k})
-INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, token, locked_until, created_at, expires_at)
-SELECT ${s}, ${k}, ${fp}, ${path}, 'in_progress', ${literal(v.token)},
-  clock_timestamp() + ${int(v.leaseMs)} * interval '1 millisecond',
-  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'
-WHERE NOT EXISTS (SELECT 1 FROM prev WHERE NOT prev.free)
-ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, path = excluded.path,
-  status = 'in_progress', token = excluded.token, locked_until = excluded.locked_until, response = NULL,
-  created_at = excluded.created_at, expires_at = excluded.expires_at
-WHERE ${expiredAndFree('k')} OR ${deadLease('k', 'excluded.fingerprint', 'excluded.path')}
-RETURNING (SELECT status FROM prev) AS prev_status, (extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms`;
+    return `UPDATE ${this.#t} AS k SET fingerprint = ${fp}, path = ${path}, status = 'in_progress', token = ${literal(v.token)},
+  locked_until = clock_timestamp() + ${int(v.leaseMs)} * interval '1 millisecond', response = NULL,
+  created_at = clock_timestamp(), expires_at = clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'
+WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND (${expiredAndFree('k')} OR ${deadLease('k', fp, path)})
+RETURNING ${EXPIRES_MS}`;
   }
 
   /** Reads the row as it is now (a separate statement gets a fresh READ COMMITTED snapshot after a wait). */
   select(r: RowKey): string {
-    return `SELECT ${ROW_COLUMNS} FROM ${this.#t} WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)}`;
+    return `SELECT ${ROW_COLUMNS} FROM ${this.#t} AS t WHERE t.scope = ${literal(r.scope)} AND t.key = ${literal(r.key)}`;
   }
 
   savepoint(): string {
     return `SAVEPOINT ${SAVEPOINT}`;
+  }
+
+  /**
+   * Ends the handler's subtransaction before the completion, so the stored row is written by the top-level
+   * transaction: a duplicate tells from the row's `xmin` whether it waited for it (see snapshot.ts).
+   */
+  releaseSavepoint(): string {
+    return `RELEASE SAVEPOINT ${SAVEPOINT}`;
   }
 
   rollbackToSavepoint(): string {
