@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [--only overhead,replay,storm,round-trips,scaling,purge,client]`
+ * `npm run bench [-- --quick] [--only overhead,replay,storm,round-trips,scaling,purge,client] [--contenders a,b]`
  * Starts one HTTP server per contender (child processes), runs the scenarios, prints the tables and writes
  * bench/results/latest.json and docs/benchmarks.md (+ docs/benchmarks-ratios.svg).
  */
@@ -89,6 +89,12 @@ try {
     contenders.push({ name: 'powertools', kind: 'powertools' }, { name: 'node-idempotency', kind: 'node-idempotency' });
   } else {
     log(`! no Redis at ${redisUrl} (set REDIS_URL): skipping the Redis-backed peers`);
+  }
+  // `--contenders plain,ours-tx+pool` benches a subset (plain is always kept: every ratio divides by it).
+  const pick = argv.indexOf('--contenders');
+  if (pick >= 0) {
+    const names = new Set(['plain', ...(argv[pick + 1]?.split(',') ?? [])]);
+    contenders.splice(0, contenders.length, ...contenders.filter((c) => names.has(c.name)));
   }
   env.contenders = contenders;
   for (const spec of contenders) {

@@ -31,17 +31,19 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
   } catch (error) {
     throw claimFailure(rt, call, error);
   }
+  let takeOver = false;
   for (let attempt = 1; ; attempt++) {
     let claim: Awaited<ReturnType<typeof claimKey>>;
     try {
-      claim = await claimKey(rt, call);
+      claim = await claimKey(rt, call, takeOver);
     } catch (error) {
       throw claimFailure(rt, call, error);
     }
     if (claim.session) return await runOwned(rt, call, next, claim.session, claim.expiresAt);
     const row = claim.existing;
-    // The row vanished (purged, rolled back) or another takeover won and failed since: claim again.
-    if (!row || row.free === true) {
+    // An expired row is taken over next; a row that vanished (purged, rolled back) is claimed again.
+    takeOver = row?.free === true;
+    if (!row || takeOver) {
       if (attempt < MAX_CLAIM_ATTEMPTS) continue;
       throw conflict(rt, call);
     }
@@ -56,46 +58,32 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
 }
 
 /**
- * Opens the transaction with the claim (and, on the fast path, the savepoint) in one round trip. Returns the open
- * session when this call owns the key. Otherwise reads the row — a new statement, so after a wait it sees what the
- * original committed — takes it over once if it expired, else rolls back (without making the caller wait) and
- * returns the row.
+ * Opens the transaction with the claim (or the takeover of an expired row) and, on the fast path, the savepoint,
+ * in one round trip. Returns the open session when this call owns the key. Otherwise reads the row — a new
+ * statement, so after a wait it sees what the original committed — and rolls back in the same round trip.
  */
 async function claimKey(
   rt: Runtime,
   call: Call,
+  takeOver: boolean,
 ): Promise<{ session: Session; expiresAt: number; existing?: undefined } | { session?: undefined; existing?: Row }> {
   const { store, sql } = rt;
   const values = { ...call, ttlMs: rt.options.ttl };
   // On one connection nothing can hold a lock on our row: no wait to bound. Else what is left of `wait`.
-  const waitMs = () => (store.singleConnection ? undefined : Math.max(0, Math.ceil(call.deadline - performance.now())));
-  const claim = sql.claimTransaction(values, waitMs());
-  const opened = await store.begin(store.pipelined ? [claim, sql.savepoint()] : [claim]);
-  const { session } = opened;
-  try {
-    let owned = opened.rows[0]?.[0];
-    let row: Row | undefined;
-    if (owned?.expires_ms == null) {
-      row = (await session.run([sql.select(call)]))[0]?.[0];
-      if (row?.free === true) {
-        const takeOver = sql.takeOverTransaction(values, waitMs());
-        // The fast path set the savepoint already: the takeover must not be undone with the handler's writes.
-        owned = store.pipelined
-          ? (await session.run([sql.releaseSavepoint(), takeOver, sql.savepoint()]))[1]?.[0]
-          : (await session.run([takeOver]))[0]?.[0];
-        if (owned?.expires_ms == null) row = (await session.run([sql.select(call)]))[0]?.[0];
-      }
+  const waitMs = store.singleConnection ? undefined : Math.max(0, Math.ceil(call.deadline - performance.now()));
+  const claim = takeOver ? sql.takeOverTransaction(values, waitMs) : sql.claimTransaction(values, waitMs);
+  const { session, rows } = await store.begin(store.pipelined ? [claim, sql.savepoint()] : [claim]);
+  const owned = rows[0]?.[0];
+  if (owned?.expires_ms == null) return { existing: (await session.finish([sql.select(call)]))[0]?.[0] };
+  if (!store.pipelined) {
+    try {
+      await session.run([sql.savepoint()]);
+    } catch (error) {
+      await session.rollback().catch(() => {});
+      throw error;
     }
-    if (owned?.expires_ms != null) {
-      if (!store.pipelined) await session.run([sql.savepoint()]);
-      return { session, expiresAt: Number(owned.expires_ms) };
-    }
-    session.rollback().catch(() => {});
-    return { existing: row };
-  } catch (error) {
-    await session.rollback().catch(() => {});
-    throw error;
   }
+  return { session, expiresAt: Number(owned.expires_ms) };
 }
 
 /** The row we replay was committed after our claim began: the claim blocked on the original until it committed. */

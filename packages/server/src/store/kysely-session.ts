@@ -58,6 +58,18 @@ export class KyselySession implements Session {
     }
   }
 
+  async finish(statements: readonly string[]): Promise<Row[][]> {
+    let rows: Row[][];
+    try {
+      rows = await this.run(statements);
+    } catch (error) {
+      await this.rollback().catch(() => {});
+      throw error;
+    }
+    await this.rollback();
+    return rows;
+  }
+
   async rollback(after: readonly string[] = []): Promise<void> {
     if (!this.#done) {
       this.#done = true;

@@ -65,6 +65,20 @@ export class PgSession implements Session {
     return results.slice(0, -1).map((r) => r.rows ?? []);
   }
 
+  async finish(statements: readonly string[]): Promise<Row[][]> {
+    if (this.#released) throw new Error('idempotency: session already finished');
+    this.#provider.close();
+    let results: PgResultLike[];
+    try {
+      results = await this.#sendRaw([...statements, 'ROLLBACK']);
+    } catch (error) {
+      await this.rollback().catch(() => {});
+      throw error;
+    }
+    this.#release();
+    return results.slice(0, -1).map((r) => r.rows ?? []);
+  }
+
   async rollback(after: readonly string[] = []): Promise<void> {
     if (this.#released) throw new Error('idempotency: session already finished');
     this.#provider.close();

@@ -12,6 +12,8 @@ export interface Session {
   run(statements: readonly string[]): Promise<Row[][]>;
   /** Runs statements then COMMIT; throws when the commit turned into a rollback. */
   commit(statements: readonly string[]): Promise<Row[][]>;
+  /** Runs statements inside the transaction, then ROLLBACK; returns their rows and gives the connection back. */
+  finish(statements: readonly string[]): Promise<Row[][]>;
   /** ROLLBACK, then `after` in autocommit; gives the connection back. */
   rollback(after?: readonly string[]): Promise<void>;
   /** The executor the handler's `ctx.idempotency.db` runs on: this transaction's connection, closed with it. */

@@ -41,18 +41,14 @@ function deadLease(a: string, fingerprint: string, path: string): string {
 
 /**
  * A filter without columns, so Postgres evaluates it once, before the statement touches a row: it bounds how long
- * the statement may wait for a row lock. With `save`, it first keeps the caller's lock_timeout aside (the RETURNING
- * of an owning claim puts it back, so `wait` never bounds the handler's own locks) and the statement's snapshot
- * (what was committed when the claim began: a row committed later was waited for). The nesting fixes the order.
+ * the statement may wait for a row lock. It first keeps the caller's lock_timeout aside (the RETURNING of an owning
+ * claim puts it back, so `wait` never bounds the handler's own locks) and the statement's snapshot (what was
+ * committed when the claim began: a row committed later was waited for). The nesting fixes the order.
  * 0 ms becomes 1 ms: lock_timeout = 0 would mean "wait forever".
  */
-function boundLockWait(ms: number, save: boolean): string {
-  const timeout = `'${int(Math.max(1, ms))}ms'`;
-  const value = save
-    ? `CASE WHEN set_config('${SAVED_LOCK_TIMEOUT}', current_setting('lock_timeout'), true) IS NULL
-    OR set_config('${CLAIM_SNAPSHOT}', pg_current_snapshot()::text, true) IS NULL THEN NULL ELSE ${timeout} END`
-    : timeout;
-  return `set_config('lock_timeout', ${value}, true) IS NOT NULL`;
+function boundLockWait(ms: number): string {
+  return `set_config('lock_timeout', CASE WHEN set_config('${SAVED_LOCK_TIMEOUT}', current_setting('lock_timeout'), true) IS NULL
+    OR set_config('${CLAIM_SNAPSHOT}', pg_current_snapshot()::text, true) IS NULL THEN NULL ELSE '${int(Math.max(1, ms))}ms' END, true) IS NOT NULL`;
 }
 
 const RESTORE_LOCK_TIMEOUT = `set_config('lock_timeout', current_setting('${SAVED_LOCK_TIMEOUT}'), true) AS lock_timeout_restored`;
@@ -84,22 +80,22 @@ export class Statements {
     const bounded = lockTimeoutMs !== undefined;
     return `INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, created_at, expires_at)
 SELECT ${literal(v.scope)}, ${literal(v.key)}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress',
-  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'${bounded ? `\nWHERE ${boundLockWait(lockTimeoutMs, true)}` : ''}
+  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'${bounded ? `\nWHERE ${boundLockWait(lockTimeoutMs)}` : ''}
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_LOCK_TIMEOUT}` : ''}`;
   }
 
   /**
-   * Transaction mode, after `claimTransaction` found an expired row: takes it over if it still is expired and free
-   * (waiting, bounded, for a concurrent taker's transaction). Returns `expires_ms` when this call now owns the key.
-   * Only after a bounded claim: it restores the lock_timeout that claim saved.
+   * Transaction mode, after `claimTransaction` found an expired row: opens a new transaction's claim by taking the
+   * row over if it still is expired and free (waiting, bounded, for a concurrent taker's transaction; Postgres
+   * re-checks the condition on the row's latest version). Returns `expires_ms` when this call now owns the key.
    */
   takeOverTransaction(v: ClaimValues, lockTimeoutMs?: number): string {
     const bounded = lockTimeoutMs !== undefined;
     return `UPDATE ${this.#t} AS k SET fingerprint = ${literal(v.fingerprint)}, path = ${literal(v.path)},
   status = 'in_progress', token = NULL, locked_until = NULL, response = NULL,
   created_at = clock_timestamp(), expires_at = clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'
-WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND ${expiredAndFree('k')}${bounded ? ` AND ${boundLockWait(lockTimeoutMs, false)}` : ''}
+WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND ${expiredAndFree('k')}${bounded ? ` AND ${boundLockWait(lockTimeoutMs)}` : ''}
 RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_LOCK_TIMEOUT}` : ''}`;
   }
 

@@ -159,6 +159,14 @@ class UnlockingSession implements Session {
     }
   }
 
+  async finish(statements: readonly string[]) {
+    try {
+      return await this.#inner.finish(statements);
+    } finally {
+      this.#unlock();
+    }
+  }
+
   async rollback(after?: readonly string[]) {
     try {
       await this.#inner.rollback(after);
