@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Postgres-side cost of claim designs, without Node in the way: pgbench replays the exact statement shapes the
+# middleware sends (several statements per round trip joined with `\;`, simple protocol, 16 clients), each
+# shape a 3-round-trip transaction around the light handler's insert, interleaved over rounds.
+#   bench/sql/claim-shapes.sh [DATABASE_URL] [seconds per cell] [rounds]
+# Prints tps per round and the median ratio to the bare shape (the cheapest claim-run-complete transaction).
+set -euo pipefail
+URL="${1:-${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}}"
+SECONDS_PER_CELL="${2:-6}"
+ROUNDS="${3:-3}"
+DB="bench_claim_shapes_$$"
+ADMIN="${URL%/*}/postgres"
+DIR="$(mktemp -d)"
+trap 'psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true; rm -rf "$DIR"' EXIT
+psql -q "$ADMIN" -c "CREATE DATABASE $DB"
+TARGET="${URL%/*}/$DB"
+psql -q "$TARGET" <<'SQL'
+CREATE TABLE idempotency_keys (
+  scope text NOT NULL, key text NOT NULL, fingerprint text NOT NULL, path text NOT NULL,
+  status text NOT NULL CHECK (status IN ('in_progress', 'done')), token text, locked_until timestamptz,
+  response text, created_at timestamptz NOT NULL DEFAULT clock_timestamp(), expires_at timestamptz NOT NULL,
+  PRIMARY KEY (scope, key));
+CREATE INDEX ON idempotency_keys (expires_at);
+CREATE TABLE classic_keys (key text PRIMARY KEY, fingerprint text NOT NULL, status text NOT NULL, response text);
+CREATE TABLE payments (id serial PRIMARY KEY, account_id int NOT NULL, amount int NOT NULL, ref text);
+SQL
+
+T=idempotency_keys
+K="E'bench', E'k:k'"
+FP="E'6e4799211cceeab50bca536ee432d44de186163f717ccbf8370ef581a6f97868'"
+TTL="clock_timestamp() + 86400000 * interval '1 millisecond'"
+FREE="(x.expires_at <= clock_timestamp() AND NOT (x.status = 'in_progress' AND x.locked_until > clock_timestamp()))"
+BOUND="set_config('lock_timeout', CASE WHEN set_config('trpc_idempotency.saved_lock_timeout', current_setting('lock_timeout'), true) IS NULL OR set_config('trpc_idempotency.claim_snapshot', pg_current_snapshot()::text, true) IS NULL THEN NULL ELSE '5000ms' END, true) IS NOT NULL"
+RESTORE="set_config('lock_timeout', current_setting('trpc_idempotency.saved_lock_timeout'), true)"
+EXPIRES="(extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms"
+PAY="INSERT INTO payments (account_id, amount, ref) VALUES (:a, 1, NULL) RETURNING id"
+COMPLETE="UPDATE $T SET status = 'done', response = E'{\"v\":1,\"ok\":true,\"data\":{\"id\":502}}', locked_until = NULL WHERE scope = E'bench' AND key = E'k:k'"
+READ="SELECT status, fingerprint, path, response, token, xmin::text AS xmin, (extract(epoch from expires_at) * 1000)::float8 AS expires_ms FROM $T WHERE scope = E'bench' AND key = E'k:k'"
+# The claim this project sent before: one CTE that read the row, inserted or took over, and saved/restored lock_timeout.
+CTE="WITH seen AS (SELECT $FREE AS free FROM $T AS x WHERE x.scope = E'bench' AND x.key = E'k:k'), claimed AS (INSERT INTO $T AS k (scope, key, fingerprint, path, status, created_at, expires_at) SELECT $K, $FP, E'light', 'in_progress', clock_timestamp(), $TTL WHERE NOT EXISTS (SELECT 1 FROM seen WHERE NOT seen.free) AND $BOUND ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, path = excluded.path, status = 'in_progress', token = NULL, locked_until = NULL, response = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at WHERE (k.expires_at <= clock_timestamp() AND NOT (k.status = 'in_progress' AND k.locked_until > clock_timestamp())) RETURNING $EXPIRES, $RESTORE AS restored) SELECT claimed.expires_ms, (SELECT count(*) FROM seen)::int AS seen_rows FROM (SELECT 1) AS one LEFT JOIN claimed ON true"
+# The claim it sends now: a plain insert whose one-time filter bounds the wait.
+CLAIM="INSERT INTO $T AS k (scope, key, fingerprint, path, status, created_at, expires_at) SELECT $K, $FP, E'light', 'in_progress', clock_timestamp(), $TTL WHERE $BOUND ON CONFLICT (scope, key) DO NOTHING RETURNING $EXPIRES, $RESTORE AS restored"
+BARE="INSERT INTO $T AS k (scope, key, fingerprint, path, status, created_at, expires_at) VALUES ($K, $FP, E'light', 'in_progress', clock_timestamp(), $TTL) ON CONFLICT (scope, key) DO NOTHING RETURNING $EXPIRES"
+
+shape() { # name, then one argument per round trip (statements already joined with \;)
+  local name="$1"; shift
+  { echo '\set k random(1, 2000000000)'; echo '\set a random(1, 1000)'; for rt in "$@"; do echo "$rt;"; done; } > "$DIR/$name.sql"
+}
+shape plain "$PAY"
+shape bare "BEGIN\\; $BARE" "$PAY" "$COMPLETE\\; COMMIT"
+shape before "BEGIN\\; $CTE\\; $READ\\; SAVEPOINT s" "$PAY" "$COMPLETE\\; COMMIT"
+shape now "BEGIN\\; $CLAIM\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
+shape now+read "BEGIN\\; $CLAIM\\; $READ\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
+shape classic "INSERT INTO classic_keys (key, fingerprint, status) VALUES (E'k:k', $FP, 'in_progress') ON CONFLICT (key) DO NOTHING RETURNING key" "$PAY" "UPDATE classic_keys SET status = 'done', response = E'{}' WHERE key = E'k:k'"
+
+SHAPES=(plain bare before now now+read classic)
+declare -A TPS
+for ((round = 1; round <= ROUNDS; round++)); do
+  # Rotate the order each round so no shape always runs first or last.
+  for ((i = 0; i < ${#SHAPES[@]}; i++)); do
+    s="${SHAPES[$(((i + round) % ${#SHAPES[@]}))]}"
+    tps=$(pgbench -n -M simple -c 16 -j 2 -T "$SECONDS_PER_CELL" -f "$DIR/$s.sql" "$TARGET" 2>/dev/null | awk '/^tps/ {print int($3)}')
+    TPS[$s]="${TPS[$s]:-} $tps"
+    echo "round $round  $s  $tps tps"
+  done
+done
+echo
+printf '%-10s %-28s %s\n' shape "tps per round" "median ratio to bare"
+for s in "${SHAPES[@]}"; do
+  median_ratio=$(paste <(tr ' ' '\n' <<<"${TPS[$s]}" | sed '/^$/d') <(tr ' ' '\n' <<<"${TPS[bare]}" | sed '/^$/d') |
+    awk '{print $1 / $2}' | sort -g | awk '{a[NR] = $1} END {printf "%.2f", a[int((NR + 1) / 2)]}')
+  printf '%-10s %-28s %s\n' "$s" "${TPS[$s]}" "$median_ratio"
+done
+# Completions update the row the claim inserted; HOT updates (no new index entries) keep them cheap.
+psql -At "$TARGET" -c "SELECT 'completion updates on idempotency_keys: ' || n_tup_upd || ', of which HOT: ' || n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'idempotency_keys'"
