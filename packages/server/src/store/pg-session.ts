@@ -53,14 +53,7 @@ export class PgSession implements Session {
   }
 
   async commit(statements: readonly string[]): Promise<Row[][]> {
-    let results: PgResultLike[];
-    try {
-      results = await this.#sendRaw([...statements, 'COMMIT']);
-    } catch (error) {
-      await this.rollback().catch(() => {});
-      throw error;
-    }
-    this.#release();
+    const results = await this.#end(statements, 'COMMIT');
     if (results[results.length - 1]?.command === 'ROLLBACK') throw new CommitRolledBackError();
     return results.slice(0, -1).map((r) => r.rows ?? []);
   }
@@ -68,15 +61,20 @@ export class PgSession implements Session {
   async finish(statements: readonly string[]): Promise<Row[][]> {
     if (this.#released) throw new Error('idempotency: session already finished');
     this.#provider.close();
+    return (await this.#end(statements, 'ROLLBACK')).slice(0, -1).map((r) => r.rows ?? []);
+  }
+
+  /** Sends `statements` and the transaction's end in one round trip, then gives the client back. */
+  async #end(statements: readonly string[], end: 'COMMIT' | 'ROLLBACK'): Promise<PgResultLike[]> {
     let results: PgResultLike[];
     try {
-      results = await this.#sendRaw([...statements, 'ROLLBACK']);
+      results = await this.#sendRaw([...statements, end]);
     } catch (error) {
       await this.rollback().catch(() => {});
       throw error;
     }
     this.#release();
-    return results.slice(0, -1).map((r) => r.rows ?? []);
+    return results;
   }
 
   async rollback(after: readonly string[] = []): Promise<void> {
