@@ -141,11 +141,12 @@ try {
   machine.loadEnd = loadavg()[0] ?? 0;
   machine.loadSamples = loadSamples;
   results.elapsedSeconds = Math.round((Date.now() - started) / 1000);
-  // A partial run (--only) never overwrites the complete run's results and docs.
+  // A partial run (--only, --contenders) never overwrites the complete run's results and docs.
+  const partial = only !== undefined || argv.includes('--contenders');
   await mkdir(`${root}bench/results`, { recursive: true });
-  const file = only ? 'partial.json' : 'latest.json';
+  const file = partial ? 'partial.json' : 'latest.json';
   await writeFile(`${root}bench/results/${file}`, `${JSON.stringify(results, null, 2)}\n`);
-  await writeReport(results, root, log, !only);
+  await writeReport(results, root, log, !partial);
 } finally {
   await cleanup();
 }
