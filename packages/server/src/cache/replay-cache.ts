@@ -52,7 +52,7 @@ export class ReplayCache {
   }
 
   get(scope: string, key: string, nowMs: number): CachedResult | undefined {
-    const id = cacheId(scope, key);
+    const id = callId(scope, key);
     const entry = this.#entries.get(id);
     if (entry === undefined) return undefined;
     this.#entries.delete(id);
@@ -65,7 +65,7 @@ export class ReplayCache {
   }
 
   set(scope: string, key: string, result: CachedResult): void {
-    const id = cacheId(scope, key);
+    const id = callId(scope, key);
     this.delete(scope, key);
     const size = id.length + result.fingerprint.length + result.response.length;
     // One result larger than the whole budget would only evict everything else and then itself.
@@ -81,7 +81,7 @@ export class ReplayCache {
   }
 
   delete(scope: string, key: string): boolean {
-    const id = cacheId(scope, key);
+    const id = callId(scope, key);
     const entry = this.#entries.get(id);
     if (entry === undefined) return false;
     this.#entries.delete(id);
@@ -104,7 +104,10 @@ export class ReplayCache {
   }
 }
 
-// Length-prefixing the scope keeps ("a", "bc") and ("ab", "c") apart whatever characters either contains.
-function cacheId(scope: string, key: string): string {
+/**
+ * One string per (scope, key), for the cache and the in-flight gate. Length-prefixing the scope keeps ("a", "bc")
+ * and ("ab", "c") apart whatever characters either contains.
+ */
+export function callId(scope: string, key: string): string {
   return `${scope.length}:${scope}${key}`;
 }

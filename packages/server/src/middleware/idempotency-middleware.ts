@@ -1,3 +1,4 @@
+import { callId } from '../cache/replay-cache.js';
 import { IdempotencyError, isIdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
 import { fingerprint } from '../fingerprint/fingerprint.js';
 import { validateKey } from '../wire/parse-idempotency-key.js';
@@ -53,7 +54,7 @@ export function createMiddlewareFunction(rt: Runtime, gate: InFlightCalls, runMo
     };
     const cached = replayFromCache(rt, call);
     if (cached) return cached;
-    const entered = await gate.enter(`${scope.length}:${scope}${call.key}`, call.fingerprint, call.deadline);
+    const entered = await gate.enter(callId(scope, call.key), call.fingerprint, call.deadline);
     if (entered.outcome === 'mismatch') throw mismatch(rt, call);
     if (entered.outcome === 'timeout') throw conflict(rt, call);
     try {
