@@ -23,6 +23,22 @@ CREATE TABLE idempotency_keys (
 CREATE INDEX ON idempotency_keys (expires_at);
 CREATE TABLE classic_keys (key text PRIMARY KEY, fingerprint text NOT NULL, status text NOT NULL, response text);
 CREATE TABLE payments (id serial PRIMARY KEY, account_id int NOT NULL, amount int NOT NULL, ref text);
+-- The same claim as a PL/pgSQL function: its insert is planned once per connection, not per call.
+CREATE FUNCTION claim(p_scope text, p_key text, p_fingerprint text, p_path text, p_ttl_ms int, p_wait_ms int)
+RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+  saved text := current_setting('lock_timeout');
+  expires timestamptz;
+BEGIN
+  PERFORM set_config('trpc_idempotency.claim_snapshot', pg_current_snapshot()::text, true);
+  PERFORM set_config('lock_timeout', p_wait_ms || 'ms', true);
+  INSERT INTO idempotency_keys (scope, key, fingerprint, path, status, created_at, expires_at)
+  VALUES (p_scope, p_key, p_fingerprint, p_path, 'in_progress', clock_timestamp(),
+    clock_timestamp() + p_ttl_ms * interval '1 millisecond')
+  ON CONFLICT (scope, key) DO NOTHING RETURNING expires_at INTO expires;
+  PERFORM set_config('lock_timeout', saved, true);
+  RETURN extract(epoch from expires) * 1000;
+END $$;
 SQL
 
 T=idempotency_keys
@@ -51,9 +67,10 @@ shape bare "BEGIN\\; $BARE" "$PAY" "$COMPLETE\\; COMMIT"
 shape before "BEGIN\\; $CTE\\; $READ\\; SAVEPOINT s" "$PAY" "$COMPLETE\\; COMMIT"
 shape now "BEGIN\\; $CLAIM\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
 shape now+read "BEGIN\\; $CLAIM\\; $READ\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
+shape function "BEGIN\\; SELECT claim($K, $FP, E'light', 86400000, 5000) AS expires_ms\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
 shape classic "INSERT INTO classic_keys (key, fingerprint, status) VALUES (E'k:k', $FP, 'in_progress') ON CONFLICT (key) DO NOTHING RETURNING key" "$PAY" "UPDATE classic_keys SET status = 'done', response = E'{}' WHERE key = E'k:k'"
 
-SHAPES=(plain bare before now now+read classic)
+SHAPES=(plain bare before now now+read function classic)
 declare -A TPS
 for ((round = 1; round <= ROUNDS; round++)); do
   # Rotate the order each round so no shape always runs first or last.
