@@ -58,6 +58,12 @@ describe('round trips per call', () => {
     const app = makeApp({ db, pool: counting.pool as never }, { mode: 'lease' });
     await app.caller('rt-lease', 'rt').payments.create({ amount: 1 });
     expect(counting.sent).toHaveLength(3); // claim committed + BEGIN, the handler's INSERT, completion + COMMIT
+    counting.sent.length = 0;
+    const uncached = makeApp({ db, pool: counting.pool as never }, { mode: 'lease', cache: false });
+    await uncached.caller('rt-lease', 'rt').payments.create({ amount: 1 });
+    // The claim (+ BEGIN) finds the key taken; that transaction reads the done row and rolls back.
+    expect(counting.sent).toHaveLength(2);
+    expect(counting.sent[1]).toMatch(/^SELECT[\s\S]*ROLLBACK$/);
   });
 
   it('general path (Kysely only), transaction mode: statement by statement', async () => {

@@ -85,21 +85,24 @@ async function claimKey(
 > {
   const { store, sql, options } = rt;
   const lease = { ...call, ttlMs: options.ttl, token: randomUUID(), leaseMs: options.lease };
-  const tryClaim = async (statement: string) => {
-    if (!store.pipelined) return { row: (await store.autocommit([statement]))[0]?.[0], session: undefined };
-    const opened = await store.autocommitThenBegin(statement);
-    const row = opened.rows[0]?.[0];
-    if (!row) opened.session.rollback().catch(() => {});
-    return { row, session: row ? opened.session : undefined };
+  // On the fast path a claim commits and opens the handler's transaction in one round trip; when it lost, that
+  // transaction serves to read the row and is rolled back in the same round trip.
+  const tryClaim = async (statement: string): Promise<{ row: Row | undefined; session?: Session }> => {
+    if (!store.pipelined) return { row: (await store.autocommit([statement]))[0]?.[0] };
+    const { session, rows } = await store.commitThenBegin(statement);
+    return { row: rows[0]?.[0], session };
   };
+  const read = async (session: Session | undefined) =>
+    (session ? await session.finish([sql.select(call)]) : await store.autocommit([sql.select(call)]))[0]?.[0];
   const owner = (row: Row, takeover: boolean) => ({ token: lease.token, takeover, expiresAt: Number(row.expires_ms) });
   const claimed = await tryClaim(sql.claimLease(lease));
   if (claimed.row) return { owner: owner(claimed.row, false), session: claimed.session };
-  const existing = (await store.autocommit([sql.select(call)]))[0]?.[0];
+  const existing = await read(claimed.session);
   if (!existing || !(existing.free === true || deadLease(existing, call))) return { existing };
   const taken = await tryClaim(sql.takeOverLease(lease));
   if (taken.row) return { owner: owner(taken.row, existing.status === 'in_progress'), session: taken.session };
   // Another call took it over first: look again.
+  taken.session?.rollback().catch(() => {});
   return {};
 }
 

@@ -75,11 +75,11 @@ export class Store {
   }
 
   /**
-   * Fast path only: commits `statement` (lease mode's claim) and opens the handler's transaction, in one
-   * round trip. Returns the statement's rows; the caller rolls the session back when the claim found the key taken.
+   * Fast path only: commits `statement` (lease mode's claim) and opens the handler's transaction, in one round
+   * trip. Returns the statement's rows; the caller ends the session itself when the claim found the key taken.
    */
-  async autocommitThenBegin(statement: string): Promise<{ session: Session; rows: Row[][] }> {
-    if (!this.#pool) throw new Error('idempotency: autocommitThenBegin needs the pg fast path');
+  async commitThenBegin(statement: string): Promise<{ session: Session; rows: Row[][] }> {
+    if (!this.#pool) throw new Error('idempotency: commitThenBegin needs the pg fast path');
     // Its own BEGIN … COMMIT: in a multi-statement text, statements ahead of a BEGIN would join its transaction.
     const opened = await PgSession.begin(this.#pool, this.root, [], ['BEGIN', statement, 'COMMIT']);
     return { session: opened.session, rows: opened.rows.slice(1, 2) };
