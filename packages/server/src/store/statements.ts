@@ -29,6 +29,11 @@ const ROW_COLUMNS = `status, fingerprint, path, response, token, xmin::text AS x
 
 const EXPIRES_MS = '(extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms';
 
+/** The database clock `ms` milliseconds from now. */
+function fromNow(ms: number): string {
+  return `clock_timestamp() + ${int(ms)} * interval '1 millisecond'`;
+}
+
 /** Row `a` is expired and no live lease holds it: a new claim may take it over. */
 function expiredAndFree(a: string): string {
   return `(${a}.expires_at <= clock_timestamp() AND NOT (${a}.status = 'in_progress' AND ${a}.locked_until > clock_timestamp()))`;
@@ -80,7 +85,7 @@ export class Statements {
     const bounded = lockTimeoutMs !== undefined;
     return `INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, created_at, expires_at)
 SELECT ${literal(v.scope)}, ${literal(v.key)}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress',
-  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'${bounded ? `\nWHERE ${boundLockWait(lockTimeoutMs)}` : ''}
+  clock_timestamp(), ${fromNow(v.ttlMs)}${bounded ? `\nWHERE ${boundLockWait(lockTimeoutMs)}` : ''}
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_LOCK_TIMEOUT}` : ''}`;
   }
@@ -94,7 +99,7 @@ RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_LOCK_TIMEOUT}` : ''}`;
     const bounded = lockTimeoutMs !== undefined;
     return `UPDATE ${this.#t} AS k SET fingerprint = ${literal(v.fingerprint)}, path = ${literal(v.path)},
   status = 'in_progress', token = NULL, locked_until = NULL, response = NULL,
-  created_at = clock_timestamp(), expires_at = clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'
+  created_at = clock_timestamp(), expires_at = ${fromNow(v.ttlMs)}
 WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND ${expiredAndFree('k')}${bounded ? ` AND ${boundLockWait(lockTimeoutMs)}` : ''}
 RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_LOCK_TIMEOUT}` : ''}`;
   }
@@ -103,8 +108,8 @@ RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_LOCK_TIMEOUT}` : ''}`;
   claimLease(v: ClaimValues & { token: string; leaseMs: number }): string {
     return `INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, token, locked_until, created_at, expires_at)
 VALUES (${literal(v.scope)}, ${literal(v.key)}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress', ${literal(v.token)},
-  clock_timestamp() + ${int(v.leaseMs)} * interval '1 millisecond',
-  clock_timestamp(), clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond')
+  ${fromNow(v.leaseMs)},
+  clock_timestamp(), ${fromNow(v.ttlMs)})
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING ${EXPIRES_MS}`;
   }
@@ -117,8 +122,8 @@ RETURNING ${EXPIRES_MS}`;
     const fp = literal(v.fingerprint);
     const path = literal(v.path);
     return `UPDATE ${this.#t} AS k SET fingerprint = ${fp}, path = ${path}, status = 'in_progress', token = ${literal(v.token)},
-  locked_until = clock_timestamp() + ${int(v.leaseMs)} * interval '1 millisecond', response = NULL,
-  created_at = clock_timestamp(), expires_at = clock_timestamp() + ${int(v.ttlMs)} * interval '1 millisecond'
+  locked_until = ${fromNow(v.leaseMs)}, response = NULL,
+  created_at = clock_timestamp(), expires_at = ${fromNow(v.ttlMs)}
 WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND (${expiredAndFree('k')} OR ${deadLease('k', fp, path)})
 RETURNING ${EXPIRES_MS}`;
   }
@@ -164,7 +169,7 @@ SELECT 1 / (SELECT count(*)::int FROM done) AS still_owner`;
 
   /** Lease mode, autocommit: extends the lease while the owner's handler runs. */
   renewLease(r: RowKey & { token: string; leaseMs: number }): string {
-    return `UPDATE ${this.#t} SET locked_until = clock_timestamp() + ${int(r.leaseMs)} * interval '1 millisecond'
+    return `UPDATE ${this.#t} SET locked_until = ${fromNow(r.leaseMs)}
 WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'`;
   }
 
