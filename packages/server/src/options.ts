@@ -3,6 +3,7 @@ import type { StoreErrorsOption } from './errors/error-policy.js';
 import { DEFAULT_STORED_ERROR_CODES } from './errors/error-policy.js';
 import type { IdempotencyEvent } from './events.js';
 import { defaultSerializer, type Serializer } from './serialize/serializer.js';
+import type { DialectName } from './store/dialects/dialect.js';
 import type { PgPoolLike } from './store/pg-pool-like.js';
 import { parseTableName, type TableName } from './store/table-name.js';
 
@@ -12,10 +13,12 @@ export type IdempotencyMode = 'transaction' | 'lease';
 /** Options of {@link createIdempotency}. */
 export interface IdempotencyOptions<TContext, DB, TRequired extends boolean = true> {
   /**
-   * The Kysely the keys are stored with: Postgres through `pg`, PGlite (`PGliteDialect`), or another
-   * Postgres-compatible dialect. Its `DB` types `ctx.idempotency.db`.
+   * The Kysely the keys are stored with: Postgres (`pg`, PGlite), MySQL / MariaDB (`mysql2`) or SQLite
+   * (better-sqlite3, libSQL). Its `DB` types `ctx.idempotency.db`.
    */
   db: Kysely<DB>;
+  /** The SQL dialect of `db`, for a third-party Kysely dialect whose adapter is not Kysely's own. Default: learned from `db`. */
+  dialect?: DialectName;
   /**
    * The namespace keys live in: keys never collide across scopes. Annotate `ctx` here
    * (`({ ctx }: { ctx: Context }) => …`): the middleware then only fits procedures whose context has that shape.
@@ -90,6 +93,7 @@ export interface ResolvedOptions<TContext> {
   maxResponseBytes: number;
   onEvent: ((event: IdempotencyEvent) => void) | undefined;
   pool: PgPoolLike | undefined;
+  dialect: DialectName | undefined;
   cache: false | { maxEntries: number; maxBytes: number };
 }
 
@@ -137,6 +141,7 @@ export function resolveOptions<TContext, DB>(
     maxResponseBytes: positiveInt('maxResponseBytes', opts.maxResponseBytes ?? DEFAULTS.maxResponseBytes, 1),
     onEvent: opts.onEvent,
     pool: checkPool(opts.pool),
+    dialect: checkDialect(opts.dialect),
     cache:
       cache === false
         ? false
@@ -161,6 +166,15 @@ function checkSerializer(serializer: Serializer): Serializer {
     throw new TypeError('createIdempotency: `serializer` must have `serialize` and `deserialize` (superjson fits)');
   }
   return serializer;
+}
+
+function checkDialect(dialect: DialectName | undefined): DialectName | undefined {
+  if (dialect !== undefined && dialect !== 'postgres' && dialect !== 'mysql' && dialect !== 'sqlite') {
+    throw new TypeError(
+      `createIdempotency: \`dialect\` must be 'postgres', 'mysql' or 'sqlite', got ${String(dialect)}`,
+    );
+  }
+  return dialect;
 }
 
 function checkPool(pool: PgPoolLike | undefined): PgPoolLike | undefined {

@@ -3,8 +3,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { ReplayCache } from '../cache/replay-cache.js';
 import type { Emit } from '../events.js';
 import type { ResolvedOptions } from '../options.js';
-import type { Statements } from '../store/statements.js';
-import type { Store } from '../store/store.js';
+import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
 
 /** What a resolver behind the middleware finds in `ctx.idempotency`. */
 export interface IdempotencyContext<DB> {
@@ -47,8 +46,8 @@ export type NextFn = (opts: { ctx: { idempotency: IdempotencyContext<any> } }) =
 export interface Runtime {
   options: ResolvedOptions<any>;
   db: Kysely<any>;
-  store: Store;
-  sql: Statements;
+  store: KeyStore;
+  sql: StatementSet;
   cache: ReplayCache | undefined;
   emit: Emit | undefined;
 }

@@ -14,7 +14,7 @@ import {
 } from '../middleware/outcomes.js';
 import { encodeStoredResponse } from '../serialize/stored-response.js';
 import { createHandlerDb } from '../store/handler-db.js';
-import type { Row, Session } from '../store/session.js';
+import type { Row, Session, Statement } from '../store/session.js';
 
 /** First and largest pause between two looks at an in-flight original's row. */
 const POLL_FIRST_MS = 20;
@@ -87,7 +87,7 @@ async function claimKey(
   const lease = { ...call, ttlMs: options.ttl, token: randomUUID(), leaseMs: options.lease };
   // On the fast path a claim commits and opens the handler's transaction in one round trip; when it lost, that
   // transaction serves to read the row and is rolled back in the same round trip.
-  const tryClaim = async (statement: string): Promise<{ row: Row | undefined; session?: Session }> => {
+  const tryClaim = async (statement: Statement): Promise<{ row: Row | undefined; session?: Session }> => {
     if (!store.pipelined) return { row: (await store.autocommit([statement]))[0]?.[0] };
     const { session, rows } = await store.commitThenBegin(statement);
     return { row: rows[0]?.[0], session };

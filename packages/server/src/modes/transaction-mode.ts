@@ -13,7 +13,7 @@ import {
 } from '../middleware/outcomes.js';
 import { encodeStoredResponse } from '../serialize/stored-response.js';
 import { createHandlerDb } from '../store/handler-db.js';
-import type { Row, Session } from '../store/session.js';
+import type { Row, Session, Statement } from '../store/session.js';
 import { committedBefore } from '../store/snapshot.js';
 
 /** A claim that found the key taken by a row that then vanished (purged, rolled back) is retried this often. */
@@ -106,7 +106,7 @@ async function runOwned(
     takeover: false,
   });
   let response: string;
-  let statements: string[];
+  let statements: Statement[];
   if (result.ok) {
     try {
       response = encodeStoredResponse({ ok: true, data: result.data }, options.serializer);
