@@ -13,6 +13,8 @@ export interface MariaDbDatabase {
   db: Kysely<any>;
   /** Opens another Kysely on this database (another "server instance"); destroyed by `drop()`. */
   connect(opts?: { max?: number }): Kysely<any>;
+  /** A new Kysely dialect on this database, for a test that wraps it (its Kysely is the caller's to destroy). */
+  dialect(opts?: { max?: number }): MysqlDialect;
   /** Closes every connection and drops the database. */
   drop(): Promise<void>;
 }
@@ -44,6 +46,7 @@ export async function createMariaDbDatabase(opts: { max?: number } = {}): Promis
     url: dbUrl,
     db: connect(opts),
     connect,
+    dialect: (o = {}) => new MysqlDialect({ pool: pool(dbUrl, o.max ?? 10) }),
     async drop() {
       await Promise.allSettled(opened.map((k) => k.destroy()));
       const c = pool(MYSQL_URL, 1);
