@@ -33,7 +33,10 @@ describe.each(DIALECTS)('across processes on %s', (dialect) => {
       await database.drop();
     }
   });
-  const setUp = async (count: number, opts: { waitMs?: number; handlerDelayMs?: number; mode?: 'lease' } = {}) => {
+  const setUp = async (
+    count: number,
+    opts: { waitMs?: number; handlerDelayMs?: number; mode?: 'transaction' | 'lease'; leaseMs?: number } = {},
+  ) => {
     const database = await openDialectDatabase(dialect);
     const servers = Array.from(
       { length: count },
@@ -57,44 +60,48 @@ describe.each(DIALECTS)('across processes on %s', (dialect) => {
     expect(await ledgerCounts(database.db)).toEqual({ rows: 1, refs: 1, duplicated: [] });
   });
 
-  it(`survives SIGKILL mid-handler with no payment run twice (seed ${SEED})`, async () => {
-    const { database, servers } = await setUp(1, { waitMs: 2_000, handlerDelayMs: 150 });
-    const server = servers[0]!;
-    const random = seededRandom(SEED);
-    let enters = 0;
-    let nextKill = 5;
-    let killing: Promise<void> | undefined;
-    server.on('event', (e) => {
-      if (e.ev !== 'enter' || killing || server.kills >= 4 || ++enters < nextKill) return;
-      killing = (async () => {
-        await sleep(Math.floor(random() * 100));
-        await server.kill();
-        await sleep(100);
-        await server.start();
-        enters = 0;
-        nextKill = 5 + Math.floor(random() * 6);
-        killing = undefined;
-      })();
-      killing.catch(() => {}); // a failed restart shows as payments that never succeed
-    });
-    const payments = Array.from({ length: 40 }, (_, i) => ({ key: `chaos-${i}`, ref: `ref-${i}` }));
-    const queue = [...payments];
-    const answers = new Map<string, string>();
-    await Promise.all(
-      Array.from({ length: 8 }, async () => {
-        for (let p = queue.shift(); p; p = queue.shift()) {
-          const r = await payUntilDone(() => server.port, p.key, p.ref, random);
-          answers.set(p.ref, JSON.stringify(r.data));
-          // The same key again answers the same (a replay, not a second run).
-          expect(JSON.stringify((await payUntilDone(() => server.port, p.key, p.ref, random)).data)).toBe(
-            answers.get(p.ref),
-          );
-        }
-      }),
-    );
-    await killing;
-    console.log(`[${dialect}] seed ${SEED}: ${server.kills} SIGKILLs mid-handler, ${answers.size} payments`);
-    expect(server.kills).toBeGreaterThan(0);
-    expect(await ledgerCounts(database.db)).toEqual({ rows: 40, refs: 40, duplicated: [] });
-  });
+  // Lease mode: a killed holder's claim stays until its lease (1 s here) runs out, then a retry takes it over.
+  it.each(['transaction', 'lease'] as const)(
+    `survives SIGKILL mid-handler in %s mode with no payment run twice (seed ${SEED})`,
+    async (mode) => {
+      const { database, servers } = await setUp(1, { waitMs: 2_000, handlerDelayMs: 150, mode, leaseMs: 1_000 });
+      const server = servers[0]!;
+      const random = seededRandom(SEED);
+      let enters = 0;
+      let nextKill = 5;
+      let killing: Promise<void> | undefined;
+      server.on('event', (e) => {
+        if (e.ev !== 'enter' || killing || server.kills >= 4 || ++enters < nextKill) return;
+        killing = (async () => {
+          await sleep(Math.floor(random() * 100));
+          await server.kill();
+          await sleep(100);
+          await server.start();
+          enters = 0;
+          nextKill = 5 + Math.floor(random() * 6);
+          killing = undefined;
+        })();
+        killing.catch(() => {}); // a failed restart shows as payments that never succeed
+      });
+      const payments = Array.from({ length: 40 }, (_, i) => ({ key: `chaos-${i}`, ref: `ref-${i}` }));
+      const queue = [...payments];
+      const answers = new Map<string, string>();
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          for (let p = queue.shift(); p; p = queue.shift()) {
+            const r = await payUntilDone(() => server.port, p.key, p.ref, random);
+            answers.set(p.ref, JSON.stringify(r.data));
+            // The same key again answers the same (a replay, not a second run).
+            expect(JSON.stringify((await payUntilDone(() => server.port, p.key, p.ref, random)).data)).toBe(
+              answers.get(p.ref),
+            );
+          }
+        }),
+      );
+      await killing;
+      console.log(`[${dialect}, ${mode}] seed ${SEED}: ${server.kills} SIGKILLs mid-handler, ${answers.size} payments`);
+      expect(server.kills).toBeGreaterThan(0);
+      expect(await ledgerCounts(database.db)).toEqual({ rows: 40, refs: 40, duplicated: [] });
+    },
+  );
 });

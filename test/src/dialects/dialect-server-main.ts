@@ -1,7 +1,7 @@
 /**
  * A payments server on MariaDB or SQLite, run as a child process (through tsx) so a test can SIGKILL it
  * mid-handler or run two of them on one database. Environment: DIALECT (mariadb | sqlite | libsql), TARGET (a
- * mysql:// URL or a SQLite file path), MODE, WAIT_MS, HANDLER_DELAY_MS, INSTANCE, PORT. Reports JSON lines.
+ * mysql:// URL or a SQLite file path), MODE, WAIT_MS, LEASE_MS, HANDLER_DELAY_MS, INSTANCE, PORT. Reports JSON lines.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LibsqlDialect } from '@libsql/kysely-libsql';
@@ -37,6 +37,7 @@ const idempotency = createIdempotency({
   scope: ({ ctx }: { ctx: Context }) => `user:${ctx.user}`,
   mode: env.MODE === 'lease' ? 'lease' : 'transaction',
   ...(env.WAIT_MS ? { wait: Number(env.WAIT_MS) } : {}),
+  ...(env.LEASE_MS ? { lease: Number(env.LEASE_MS) } : {}),
 });
 const router = t.router({
   payments: t.router({

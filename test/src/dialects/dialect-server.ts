@@ -12,6 +12,7 @@ export interface DialectServerOptions {
   instance?: string;
   mode?: 'transaction' | 'lease';
   waitMs?: number;
+  leaseMs?: number;
   handlerDelayMs?: number;
 }
 
@@ -37,6 +38,7 @@ export class DialectServer extends EventEmitter<{ event: [Record<string, unknown
         INSTANCE: o.instance ?? 'main',
         MODE: o.mode ?? 'transaction',
         WAIT_MS: String(o.waitMs ?? ''),
+        LEASE_MS: String(o.leaseMs ?? ''),
         HANDLER_DELAY_MS: String(o.handlerDelayMs ?? 0),
         PORT: String(this.port),
       },
