@@ -1,6 +1,7 @@
 import { TRPCError } from '@trpc/server';
 import { createMariaDbDatabase, type MariaDbDatabase } from '@trpc-idempotency/test-db';
-import { type DatabaseConnection, type Dialect, type Driver, Kysely, sql } from 'kysely';
+import { type DatabaseConnection, type Dialect, type Driver, Kysely, MysqlDialect, sql } from 'kysely';
+import { createPool } from 'mysql2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../index.js';
 import { makeDialectApp } from './dialect-app.js';
@@ -145,5 +146,19 @@ describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)'
     expect(await app.caller(newKey(), fits).payments.create({ amount: 1 })).toMatchObject({ amount: 1 });
     await expect(app.caller(newKey(), `${fits}y`).payments.create({ amount: 1 })).rejects.toThrow(/2048 bytes/);
     expect(app.control.runs).toBe(1);
+  });
+
+  it('answers 503 store_unavailable when the server cannot be reached, without running the handler', async () => {
+    const url = new URL(m.url);
+    url.port = '1'; // nothing listens there
+    const down = new Kysely<AppDB>({ dialect: new MysqlDialect({ pool: createPool({ uri: url.toString() }) }) });
+    opened.push(down);
+    const app = makeDialectApp({ db: down });
+    await expectReason(
+      app.caller(newKey(), 'down').payments.create({ amount: 1 }),
+      'store_unavailable',
+      'SERVICE_UNAVAILABLE',
+    );
+    expect(app.control.runs).toBe(0);
   });
 });
