@@ -34,6 +34,25 @@ describe('the dialect of `db`', () => {
     expect(detectDialect(file.libsql(), undefined)).toBe('sqlite');
   });
 
+  it('is learned from what the adapter supports when a bundler renamed or duplicated Kysely classes', () => {
+    // A production Next.js build minifies class names and may bundle a second copy of kysely: the adapter is then
+    // an instance of a class named `n`, not of the PostgresAdapter the server package imports.
+    const bundled = (supports: { returning: boolean; transactionalDdl: boolean }) => {
+      class n {
+        get supportsReturning() {
+          return supports.returning;
+        }
+        get supportsTransactionalDdl() {
+          return supports.transactionalDdl;
+        }
+      }
+      return { getExecutor: () => ({ adapter: new n() }) } as unknown as Kysely<any>;
+    };
+    expect(detectDialect(bundled({ returning: true, transactionalDdl: true }), undefined)).toBe('postgres');
+    expect(detectDialect(bundled({ returning: false, transactionalDdl: false }), undefined)).toBe('mysql');
+    expect(detectDialect(bundled({ returning: true, transactionalDdl: false }), undefined)).toBe('sqlite');
+  });
+
   it('cannot be learned from a third-party adapter: createIdempotency asks for the `dialect` option', () => {
     const db = new Kysely<any>({ dialect: thirdParty(file.path) });
     expect(() => createIdempotency({ db, scope: () => 's' })).toThrow(/dialect: 'postgres' \| 'mysql' \| 'sqlite'/);
