@@ -1,19 +1,22 @@
 import { createSqliteFile, type SqliteFile } from '@trpc-idempotency/test-db';
 import Database from 'better-sqlite3';
-import { type DialectAdapter, Kysely, SqliteAdapter, SqliteDialect } from 'kysely';
+import { type DialectAdapter, Kysely, SqliteDialect } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../../index.js';
 import { detectDialect } from './detect-dialect.js';
 
-/** A third-party dialect: SQLite underneath, behind an adapter that is not one of Kysely's classes. */
+/**
+ * A third-party dialect: SQLite underneath, behind an adapter that is none of Kysely's classes and claims what
+ * none of Kysely's SQLite, MySQL or Postgres adapters claims (OUTPUT, like MSSQL's).
+ */
 function thirdParty(path: string): SqliteDialect {
   const dialect = new SqliteDialect({ database: new Database(path) });
-  const adapter = new SqliteAdapter();
   const foreign = Object.create(null) as DialectAdapter;
-  for (const name of ['supportsCreateIfNotExists', 'supportsTransactionalDdl', 'supportsReturning'] as const) {
-    Object.defineProperty(foreign, name, { get: () => adapter[name] });
-  }
   Object.assign(foreign, {
+    supportsCreateIfNotExists: true,
+    supportsTransactionalDdl: true,
+    supportsReturning: false,
+    supportsOutput: true,
     supportsMultipleConnections: false,
     acquireMigrationLock: () => Promise.resolve(),
     releaseMigrationLock: () => Promise.resolve(),
