@@ -4,6 +4,7 @@ import { fingerprint } from '../fingerprint/fingerprint.js';
 import { validateKey } from '../wire/parse-idempotency-key.js';
 import { readRequestKey } from '../wire/read-request-key.js';
 import type { Call, MiddlewareResultLike, NextFn, Runtime } from './call.js';
+import { checkPath, checkScope } from './call-text.js';
 import type { InFlightCalls } from './in-flight-calls.js';
 import { conflict, event, mismatch, replay } from './outcomes.js';
 
@@ -37,14 +38,11 @@ export function createMiddlewareFunction(rt: Runtime, gate: InFlightCalls, runMo
         ),
       );
     }
-    const scope = options.scope({ ctx });
-    if (typeof scope !== 'string') {
-      throw new TypeError(`idempotency: \`scope\` must return a string, got ${typeof scope}`);
-    }
+    const scope = checkScope(options.scope({ ctx }));
     const call: Call = {
       scope,
       key: found.key,
-      path,
+      path: checkPath(path),
       fingerprint: fingerprint(path, await opts.getRawInput()),
       form: found.form,
       batchIndex,
