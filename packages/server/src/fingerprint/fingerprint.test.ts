@@ -32,3 +32,46 @@ describe('fingerprint', () => {
     expect(fingerprint('ab', 'c')).not.toBe(fingerprint('a', 'bc'));
   });
 });
+
+describe('fingerprint of non-JSON inputs (what tRPC hands over for FormData and binary bodies)', () => {
+  const formOf = (...entries: [string, string | Blob, string?][]) => {
+    const data = new FormData();
+    for (const [name, value, filename] of entries) {
+      if (typeof value === 'string') data.append(name, value);
+      else data.append(name, value, filename);
+    }
+    return data;
+  };
+
+  it('differs for FormData whose fields differ', async () => {
+    expect(await fingerprint('p', formOf(['amount', '10']))).not.toBe(
+      await fingerprint('p', formOf(['amount', '9999'])),
+    );
+    expect(await fingerprint('p', formOf(['a', '1'], ['b', '2']))).not.toBe(
+      await fingerprint('p', formOf(['b', '2'], ['a', '1'])),
+    );
+    expect(await fingerprint('p', formOf(['a', '1']))).not.toBe(await fingerprint('p', { a: '1' }));
+  });
+
+  it('is the same for FormData with equal fields and equal files', async () => {
+    const make = () => formOf(['a', '1'], ['f', new Blob(['bytes'], { type: 'text/plain' }), 'f.txt']);
+    expect(await fingerprint('p', make())).toBe(await fingerprint('p', make()));
+  });
+
+  it('differs for files that differ in bytes, name or type, and for Blobs that differ in bytes or type', async () => {
+    const fileForm = (text: string, name: string, type: string) => formOf(['f', new Blob([text], { type }), name]);
+    const base = await fingerprint('p', fileForm('abc', 'a.txt', 'text/plain'));
+    expect(await fingerprint('p', fileForm('abd', 'a.txt', 'text/plain'))).not.toBe(base);
+    expect(await fingerprint('p', fileForm('abc', 'b.txt', 'text/plain'))).not.toBe(base);
+    expect(await fingerprint('p', fileForm('abc', 'a.txt', 'text/csv'))).not.toBe(base);
+    expect(await fingerprint('p', new Blob(['x']))).not.toBe(await fingerprint('p', new Blob(['y'])));
+    expect(await fingerprint('p', new Blob(['x']))).not.toBe(await fingerprint('p', new Blob(['x'], { type: 'a/b' })));
+    expect(await fingerprint('p', new File(['x'], 'a'))).not.toBe(await fingerprint('p', new File(['x'], 'b')));
+  });
+
+  it('refuses a ReadableStream (octet-stream input), which it could only read by consuming the handler’s input', async () => {
+    const stream = new Blob(['abc']).stream();
+    await expect(async () => fingerprint('p', stream)).rejects.toThrow(/stream.*cannot be fingerprinted/);
+    expect(stream.locked).toBe(false);
+  });
+});
