@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { CanonicalEncodeError } from './canonical-encode.js';
 import { fingerprint } from './fingerprint.js';
 
 describe('fingerprint', () => {
@@ -73,5 +74,29 @@ describe('fingerprint of non-JSON inputs (what tRPC hands over for FormData and 
     const stream = new Blob(['abc']).stream();
     await expect(async () => fingerprint('p', stream)).rejects.toThrow(/stream.*cannot be fingerprinted/);
     expect(stream.locked).toBe(false);
+  });
+});
+
+describe('fingerprint of hostile inputs', () => {
+  const nested = (depth: number) => JSON.parse(`${'['.repeat(depth)}${']'.repeat(depth)}`) as unknown;
+
+  it('refuses 20 000 nested arrays (a 40 KB body) with a CanonicalEncodeError, not a stack overflow', async () => {
+    await expect(async () => fingerprint('p', nested(20_000))).rejects.toThrow(CanonicalEncodeError);
+    await expect(async () => fingerprint('p', nested(20_000))).rejects.toThrow(/nested deeper than 100/);
+  });
+
+  it('refuses an input deeper than maxDepth, and accepts one at exactly that depth', async () => {
+    await expect(fingerprint('p', nested(100), { maxDepth: 100, maxBytes: 1e6 })).resolves.toMatch(/^[0-9a-f]{64}$/);
+    await expect(async () => fingerprint('p', nested(101), { maxDepth: 100, maxBytes: 1e6 })).rejects.toThrow(
+      /nested deeper than 100/,
+    );
+  });
+
+  it('refuses an input whose encoding is larger than maxBytes: a huge array, a huge string, a large Blob', async () => {
+    const limits = { maxDepth: 100, maxBytes: 10_000 };
+    for (const input of [new Array(20_000).fill(0), 'x'.repeat(20_000), new Blob([new Uint8Array(20_000)])]) {
+      await expect(async () => fingerprint('p', input, limits)).rejects.toThrow(/larger than 10000 bytes/);
+    }
+    await expect(fingerprint('p', new Array(1000).fill(0), limits)).resolves.toMatch(/^[0-9a-f]{64}$/);
   });
 });
