@@ -3,9 +3,9 @@ import { resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { encodeKeyHeader, encodeKeysHeader, parseKeyHeader, parseKeysHeader } from './keyHeaders.js';
 
-// The shared conformance cases live beside the repository (DESIGN.md, Wire contract).
+// The wire conformance cases (DESIGN.md, Wire contract), one copy in the repository that the server's tests read too.
 const repoRoot = resolve(import.meta.dirname, '../../../..');
-const vectorsPath = resolve(repoRoot, '../shared/wire-vectors.json');
+const vectorsPath = resolve(repoRoot, 'fixtures/wire-vectors.json');
 if (!existsSync(vectorsPath)) {
   throw new Error(`wire-vectors.json not found at ${vectorsPath}: the wire conformance cases are required`);
 }

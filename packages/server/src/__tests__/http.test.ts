@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createTRPCClient, httpLink } from '@trpc/client';
@@ -8,6 +7,7 @@ import superjson from 'superjson';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createIdempotency, idempotencyErrorFormatter } from '../index.js';
+import { headerOf, loadWireVectors } from '../wire/__tests__/wire-vectors.js';
 import { type Backend, deferred, openBackend } from './harness.js';
 
 interface HttpCtx {
@@ -16,18 +16,7 @@ interface HttpCtx {
   userId: string;
 }
 
-const vectors = JSON.parse(
-  readFileSync(new URL('../../../../../shared/wire-vectors.json', import.meta.url), 'utf8'),
-) as {
-  key: {
-    header?: string;
-    key?: string;
-    error?: string;
-    repeat?: { char: string; count: number };
-    quoted?: boolean;
-  }[];
-  batch: { header: string; keys?: Record<string, string>; error?: string }[];
-};
+const vectors = loadWireVectors();
 
 describe('over HTTP (standalone adapter, superjson router)', () => {
   let backend: Backend;
@@ -173,9 +162,8 @@ describe('over HTTP (standalone adapter, superjson router)', () => {
   it('passes every Idempotency-Key vector end to end: the key stored, or 400 key_invalid', async () => {
     let index = 0;
     for (const vector of vectors.key) {
-      const repeated = vector.repeat ? vector.repeat.char.repeat(vector.repeat.count) : undefined;
-      const header = vector.header ?? (vector.quoted ? `"${repeated}"` : repeated!);
-      const expectedKey = vector.key ?? repeated;
+      const header = headerOf(vector);
+      const expectedKey = vector.key ?? vector.repeat?.char.repeat(vector.repeat.count);
       let response: Response;
       try {
         response = await post(

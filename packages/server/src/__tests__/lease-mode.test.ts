@@ -105,7 +105,7 @@ describe.each(BACKENDS)('lease mode on %s', (name) => {
   it('takes over a claim whose holder died (expired lease) and tells the handler', async () => {
     const app = makeApp(backend, { mode: 'lease' });
     const key = newKey();
-    const fp = fingerprint('payments.create', { amount: 8 });
+    const fp = await fingerprint('payments.create', { amount: 8 });
     await backend.query(`INSERT INTO idempotency_keys (scope, key, fingerprint, path, status, token, locked_until, expires_at)
       VALUES ('user:lease-dead', '${key}', '${fp}', 'payments.create', 'in_progress', 'dead-owner',
               clock_timestamp() - interval '1 second', clock_timestamp() + interval '1 hour')`);
@@ -119,7 +119,7 @@ describe.each(BACKENDS)('lease mode on %s', (name) => {
   it('answers 422 for a dead claim of another payload instead of taking it over', async () => {
     const app = makeApp(backend, { mode: 'lease' });
     const key = newKey();
-    const fp = fingerprint('payments.create', { amount: 1 });
+    const fp = await fingerprint('payments.create', { amount: 1 });
     await backend.query(`INSERT INTO idempotency_keys (scope, key, fingerprint, path, status, token, locked_until, expires_at)
       VALUES ('user:lease-dead2', '${key}', '${fp}', 'payments.create', 'in_progress', 'dead-owner',
               clock_timestamp() - interval '1 second', clock_timestamp() + interval '1 hour')`);

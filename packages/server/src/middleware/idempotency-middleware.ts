@@ -43,7 +43,7 @@ export function createMiddlewareFunction(rt: Runtime, gate: InFlightCalls, runMo
       scope,
       key: found.key,
       path: checkPath(path),
-      fingerprint: fingerprint(path, await opts.getRawInput()),
+      fingerprint: await fingerprint(path, await opts.getRawInput()),
       form: found.form,
       batchIndex,
       ctx,

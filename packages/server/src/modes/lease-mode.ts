@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { shouldStoreError } from '../errors/error-policy.js';
 import type { Call, MiddlewareResultLike, NextFn, Runtime } from '../middleware/call.js';
 import {
@@ -84,7 +83,7 @@ async function claimKey(
   { owner: Owner; session: Session | undefined; existing?: undefined } | { owner?: undefined; existing?: Row }
 > {
   const { store, sql, options } = rt;
-  const lease = { ...call, ttlMs: options.ttl, token: randomUUID(), leaseMs: options.lease };
+  const lease = { ...call, ttlMs: options.ttl, token: globalThis.crypto.randomUUID(), leaseMs: options.lease };
   // On the fast path a claim commits and opens the handler's transaction in one round trip; when it lost, that
   // transaction serves to read the row and is rolled back in the same round trip.
   const tryClaim = async (statement: string): Promise<{ row: Row | undefined; session?: Session }> => {

@@ -2,8 +2,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-// Test-only loader for the shared conformance cases. The shared folder sits beside the repository root, both
-// here (/work/shared next to /work/main) and in CI (<clone>/../shared).
+// Test-only loader for the wire conformance cases, kept in the repository (fixtures/wire-vectors.json) so a fresh
+// clone runs them with nothing beside it; the client's tests read the same file.
 function findRepoRoot(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));
   while (!existsSync(path.join(dir, 'turbo.json'))) {
@@ -14,7 +14,7 @@ function findRepoRoot(): string {
   return dir;
 }
 
-export const WIRE_VECTORS_PATH = path.resolve(findRepoRoot(), '../shared/wire-vectors.json');
+export const WIRE_VECTORS_PATH = path.join(findRepoRoot(), 'fixtures', 'wire-vectors.json');
 
 export interface KeyVector {
   header?: string;
@@ -44,9 +44,7 @@ export interface WireVectors {
 
 export function loadWireVectors(): WireVectors {
   if (!existsSync(WIRE_VECTORS_PATH)) {
-    throw new Error(
-      `Wire conformance cases not found at ${WIRE_VECTORS_PATH}: the shared/ folder must sit beside the repository root`,
-    );
+    throw new Error(`Wire conformance cases not found at ${WIRE_VECTORS_PATH}`);
   }
   return JSON.parse(readFileSync(WIRE_VECTORS_PATH, 'utf8')) as WireVectors;
 }
