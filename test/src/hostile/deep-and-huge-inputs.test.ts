@@ -32,7 +32,8 @@ describe.each(['json', 'superjson'] as const)('deep and huge inputs through %s o
     const res = await server.call('count', nested(20_000), keyed());
     expect(res.status, res.body.slice(0, 300)).toBe(400);
     expect(res.code).toBe('BAD_REQUEST');
-    expect(res.message).toMatch(/nested deeper than 100/);
+    // superjson's own deserializer recurses and fails first; tRPC answers that with 400 before the middleware runs.
+    expect(res.message).toMatch(kind === 'json' ? /nested deeper than 100 levels.*maxInputDepth/ : /call stack/);
     expect(server.runs.count).toBe(before);
   });
 

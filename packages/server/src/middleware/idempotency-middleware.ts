@@ -1,6 +1,6 @@
 import { callId } from '../cache/replay-cache.js';
 import { IdempotencyError, isIdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
-import { fingerprint } from '../fingerprint/fingerprint.js';
+import { fingerprintInput } from '../fingerprint/fingerprint-input.js';
 import { validateKey } from '../wire/parse-idempotency-key.js';
 import { readRequestKey } from '../wire/read-request-key.js';
 import type { Call, MiddlewareResultLike, NextFn, Runtime } from './call.js';
@@ -43,7 +43,7 @@ export function createMiddlewareFunction(rt: Runtime, gate: InFlightCalls, runMo
       scope,
       key: found.key,
       path: checkPath(path),
-      fingerprint: await fingerprint(path, await opts.getRawInput()),
+      fingerprint: await fingerprintInput(path, opts.getRawInput, options.inputLimits),
       form: found.form,
       batchIndex,
       ctx,
