@@ -5,14 +5,17 @@ import { type InputKindsServer, startInputKindsServer } from './support/input-ki
 
 let tdb: TestDatabase;
 let server: InputKindsServer;
+let superjsonServer: InputKindsServer;
 
 beforeAll(async () => {
   tdb = await createTestDatabase(inject('pgAdminUrl'));
   server = await startInputKindsServer({ db: tdb.db, pool: tdb.pool });
+  superjsonServer = await startInputKindsServer({ db: tdb.db, transformer: 'superjson' });
 });
 
 afterAll(async () => {
   await server?.close();
+  await superjsonServer?.close();
   await tdb?.drop();
 });
 
@@ -102,5 +105,61 @@ describe('binary stream inputs (application/octet-stream: File, Blob, bytes) on 
     const res = await server.call('plainUpload', new Uint8Array(1000).fill(7), {});
     expect(res.status, res.body).toBe(200);
     expect(res.data?.bytes).toBe(1000);
+  });
+});
+
+describe('superjson inputs on a guarded procedure', () => {
+  const at = new Date('2026-12-03T10:00:00.000Z');
+  const pairs: [string, unknown, unknown][] = [
+    ['a Date and its ISO string', { at }, { at: at.toISOString() }],
+    ['a Date and its epoch number', { at }, { at: at.getTime() }],
+    ['a BigInt and the same number', { n: 10n }, { n: 10 }],
+    ['-0 and 0', { n: -0 }, { n: 0 }],
+    ['NaN and null', { n: Number.NaN }, { n: null }],
+    ['a Set and an array', { s: new Set([1, 2]) }, { s: [1, 2] }],
+    ['a Map and an object', { m: new Map([['a', 1]]) }, { m: { a: 1 } }],
+    ['undefined and null', { u: [undefined] }, { u: [null] }],
+  ];
+
+  it.each(pairs)('answers 422 when the same key comes back with %s swapped', async (_what, a, b) => {
+    const headers = keyed();
+    const first = await superjsonServer.call('count', a, headers);
+    expect(first.status, first.body).toBe(200);
+    const second = await superjsonServer.call('count', b, headers);
+    expect(second.status, second.body).toBe(422);
+    expect(second.reason).toBe('payload_mismatch');
+  });
+
+  it('replays for the same Map and Set in another order and with undefined properties left out', async () => {
+    const headers = keyed();
+    const first = await superjsonServer.call(
+      'count',
+      {
+        m: new Map([
+          ['a', 1],
+          ['b', 2],
+        ]),
+        s: new Set([1, 2]),
+        u: undefined,
+        at,
+      },
+      headers,
+    );
+    expect(first.status, first.body).toBe(200);
+    const again = await superjsonServer.call(
+      'count',
+      {
+        s: new Set([2, 1]),
+        at: new Date(at.getTime()),
+        m: new Map([
+          ['b', 2],
+          ['a', 1],
+        ]),
+      },
+      headers,
+    );
+    expect(again.status, again.body).toBe(200);
+    expect(again.replayed).toBe('true');
+    expect(again.data).toEqual(first.data);
   });
 });
