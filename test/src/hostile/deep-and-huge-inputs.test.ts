@@ -57,3 +57,35 @@ describe.each(['json', 'superjson'] as const)('deep and huge inputs through %s o
     }
   });
 });
+
+describe('hostile bodies that are not one JSON call', () => {
+  it('answers 413 for a FormData file past maxInputBytes, before reading or running anything', async () => {
+    const server = servers.json;
+    const before = server.runs.count;
+    const form = new FormData();
+    form.append('amount', '10');
+    form.append('scan', new Blob([new Uint8Array(150_000)]), 'scan.bin');
+    const res = await server.call('form', form, keyed());
+    expect(res.status, res.body.slice(0, 300)).toBe(413);
+    expect(res.message).toMatch(/maxInputBytes/);
+    expect(server.runs.count).toBe(before);
+  });
+
+  it('answers each call of a batch on its own: the deep one 400, its sibling 200', async () => {
+    const server = servers.json;
+    const res = await fetch(`${server.url}/count,count?batch=1`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-keys': `b0="${randomUUID()}", b1="${randomUUID()}"` },
+      body: `{"0":${'['.repeat(5000)}${']'.repeat(5000)},"1":{"ok":true}}`,
+    });
+    const calls = (await res.json()) as { result?: unknown; error?: { data?: { httpStatus?: number } } }[];
+    expect(calls.map((c) => c.error?.data?.httpStatus ?? 200)).toEqual([400, 200]);
+  });
+
+  it('answers 400, not 500, for a body that is not JSON at all', async () => {
+    for (const body of ['{"amount":', '\u0000', '[1,2', 'nul']) {
+      const res = await servers.json.call('count', new JsonText(body), keyed());
+      expect(res.status, `${body}: ${res.body.slice(0, 200)}`).toBe(400);
+    }
+  });
+});

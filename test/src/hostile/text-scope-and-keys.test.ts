@@ -1,31 +1,43 @@
 import { randomUUID } from 'node:crypto';
+import { PGlite } from '@electric-sql/pglite';
 import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
+import { Kysely, PGliteDialect, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { rawRequest } from '../harness/raw-http.ts';
 import { type InputKindsServer, JsonText, startInputKindsServer } from './support/input-kinds-app.ts';
 
 let tdb: TestDatabase;
-let servers: { fast: InputKindsServer; general: InputKindsServer };
+let pglite: Kysely<any>;
+let servers: Record<'fast' | 'general' | 'pglite', InputKindsServer>;
 
 beforeAll(async () => {
   tdb = await createTestDatabase(inject('pgAdminUrl'));
-  // Both storage paths: the pg pool fast path (SQL literals) and Kysely's parameters.
+  pglite = new Kysely({ dialect: new PGliteDialect({ pglite: new PGlite() }) });
+  // Both storage paths (the pg pool fast path with SQL literals, Kysely's parameters) and PGlite.
   servers = {
     fast: await startInputKindsServer({ db: tdb.db, pool: tdb.pool }),
     general: await startInputKindsServer({ db: tdb.db }),
+    pglite: await startInputKindsServer({ db: pglite }),
   };
 });
 
 afterAll(async () => {
   await Promise.all(Object.values(servers ?? {}).map((s) => s.close()));
+  await pglite?.destroy();
   await tdb?.drop();
 });
+
+/** Rows of the table the server of `path` stores in. */
+async function keyRows(path: keyof typeof servers, key: string) {
+  const db = path === 'pglite' ? pglite : tdb.db;
+  return (await sql<{ scope: string }>`SELECT scope FROM idempotency_keys WHERE key = ${key}`.execute(db)).rows;
+}
 
 const keyed = () => ({ 'idempotency-key': randomUUID() });
 // The scope comes from a JSON header, as from a decoded token claim: JSON escapes can spell any code unit.
 const tenant = (escaped: string) => ({ 'x-tenant': `"${escaped}"` });
 
-describe.each(['fast', 'general'] as const)('text that is not well-formed, over HTTP (%s path)', (path) => {
+describe.each(['fast', 'general', 'pglite'] as const)('text that is not well-formed, over HTTP (%s path)', (path) => {
   it('stores and replays an input holding lone surrogates and NUL exactly, and tells such inputs apart', async () => {
     const server = servers[path];
     const headers = keyed();
@@ -56,10 +68,7 @@ describe.each(['fast', 'general'] as const)('text that is not well-formed, over 
       ['\\udfff', 400, 'BAD_REQUEST'],
       ['\\ufffd', 200, '\uFFFD'],
     ]);
-    const rows = await tdb.pool.query('SELECT scope FROM idempotency_keys WHERE key = $1', [
-      headers['idempotency-key'],
-    ]);
-    expect(rows.rows).toEqual([{ scope: 'tenant:\uFFFD' }]);
+    expect(await keyRows(path, headers['idempotency-key'])).toEqual([{ scope: 'tenant:\uFFFD' }]);
   });
 
   it('refuses a tenant holding NUL with 400, and stores nothing', async () => {
@@ -68,8 +77,7 @@ describe.each(['fast', 'general'] as const)('text that is not well-formed, over 
     const res = await server.call('count', {}, { ...headers, ...tenant('a\\u0000b') });
     expect(res.status, res.body).toBe(400);
     expect(res.message).toMatch(/scope.*NUL/);
-    const rows = await tdb.pool.query('SELECT 1 FROM idempotency_keys WHERE key = $1', [headers['idempotency-key']]);
-    expect(rows.rowCount).toBe(0);
+    expect(await keyRows(path, headers['idempotency-key'])).toEqual([]);
   });
 });
 
