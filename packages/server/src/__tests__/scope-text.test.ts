@@ -63,6 +63,15 @@ describe.each(BACKENDS)('scopes that Postgres text cannot hold exactly, on %s', 
     expect(error.message).toMatch(/scope.*lone surrogate U\+DC00 at index 7/);
     expect(app.control.runs).toBe(0);
   });
+
+  it('refuses a key from the `key` option holding a lone surrogate or NUL as key_invalid', async () => {
+    for (const key of ['k\uD800', 'k\u0000']) {
+      const app = makeApp(backend, { key: () => key });
+      const error = await failure(app.caller(undefined).payments.create({ amount: 1 }));
+      expect(reasonOf(error)).toBe('key_invalid');
+      expect(app.control.runs).toBe(0);
+    }
+  });
 });
 
 /** The text with every non-ASCII code unit spelled as \uXXXX, so a message shows which tenant it was. */
