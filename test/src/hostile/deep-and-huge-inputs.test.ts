@@ -59,7 +59,7 @@ describe.each(['json', 'superjson'] as const)('deep and huge inputs through %s o
 });
 
 describe('hostile bodies that are not one JSON call', () => {
-  it('answers 413 for a FormData file past maxInputBytes, before reading or running anything', async () => {
+  it('answers 413 for a FormData file past maxInputBytes, before hashing it or running anything', async () => {
     const server = servers.json;
     const before = server.runs.count;
     const form = new FormData();
