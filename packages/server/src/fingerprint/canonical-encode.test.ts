@@ -159,6 +159,50 @@ describe('canonicalEncode: binary data', () => {
   });
 });
 
+describe('canonicalEncode: FormData, Blob and streams from another implementation', () => {
+  // What a polyfill (formdata-node, fetch-blob) or another realm hands over: not instances of this realm's classes.
+  class ForeignBlob {
+    constructor(
+      readonly text: string,
+      readonly type = '',
+    ) {}
+    get size() {
+      return this.text.length;
+    }
+    get [Symbol.toStringTag]() {
+      return 'Blob';
+    }
+    async arrayBuffer() {
+      return new TextEncoder().encode(this.text).buffer;
+    }
+  }
+  class ForeignFormData {
+    constructor(readonly fields: [string, string | ForeignBlob][]) {}
+    get [Symbol.toStringTag]() {
+      return 'FormData';
+    }
+    entries() {
+      return this.fields[Symbol.iterator]();
+    }
+    [Symbol.iterator]() {
+      return this.entries();
+    }
+  }
+
+  it('encodes them by their content, like the built-in ones', async () => {
+    const a = await canonicalEncodeAsync(new ForeignFormData([['amount', '10']]));
+    expect(a).not.toBe(await canonicalEncodeAsync(new ForeignFormData([['amount', '9999']])));
+    expect(a).toBe(await canonicalEncodeAsync(new ForeignFormData([['amount', '10']])));
+    expect(await canonicalEncodeAsync(new ForeignBlob('x'))).toBe(await canonicalEncodeAsync(new Blob(['x'])));
+    expect(await canonicalEncodeAsync(new ForeignBlob('x'))).not.toBe(await canonicalEncodeAsync(new ForeignBlob('y')));
+  });
+
+  it('refuses a Node Readable stream as it refuses a web ReadableStream', async () => {
+    const { Readable } = await import('node:stream');
+    expect(() => canonicalEncode(Readable.from(['abc']))).toThrow(/binary stream/);
+  });
+});
+
 describe('canonicalEncode: inputs it refuses', () => {
   it('throws a CanonicalEncodeError naming the path of a function', () => {
     const attempt = () => canonicalEncode({ items: [{ ok: 1 }, { cb: () => 1 }] });

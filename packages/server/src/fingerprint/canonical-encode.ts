@@ -90,11 +90,21 @@ function bytes(kind: string, view: ArrayBufferView | ArrayBuffer): string {
   return `B${kind};${encoded.length}:${encoded}`;
 }
 
-// Globals some runtimes lack: looked up, never assumed.
-const isBlob = (v: object): v is Blob => typeof Blob !== 'undefined' && v instanceof Blob;
-const isFile = (v: object): v is File => typeof File !== 'undefined' && v instanceof File;
-const isFormData = (v: object): v is FormData => typeof FormData !== 'undefined' && v instanceof FormData;
-const isStream = (v: object): boolean => typeof ReadableStream !== 'undefined' && v instanceof ReadableStream;
+// Recognised by their tag and methods rather than `instanceof` alone: a polyfill's or another realm's FormData or
+// Blob would otherwise fall through to "an object with no properties" and every one would encode the same.
+const tagOf = (v: object): string => Object.prototype.toString.call(v).slice(8, -1);
+const hasMethod = (v: object, name: string): boolean => typeof (v as Record<string, unknown>)[name] === 'function';
+const isBlob = (v: object): v is Blob =>
+  (typeof Blob !== 'undefined' && v instanceof Blob) ||
+  ((tagOf(v) === 'Blob' || tagOf(v) === 'File') && hasMethod(v, 'arrayBuffer'));
+const isFile = (v: Blob): v is File => (typeof File !== 'undefined' && v instanceof File) || tagOf(v) === 'File';
+const isFormData = (v: object): v is FormData =>
+  (typeof FormData !== 'undefined' && v instanceof FormData) || (tagOf(v) === 'FormData' && hasMethod(v, 'entries'));
+// A web ReadableStream, or a Node Readable (`pipe` + `read`): either is consumed by reading it.
+const isStream = (v: object): boolean =>
+  (typeof ReadableStream !== 'undefined' && v instanceof ReadableStream) ||
+  hasMethod(v, 'getReader') ||
+  (hasMethod(v, 'pipe') && hasMethod(v, 'read'));
 
 const STREAM_REFUSED =
   'Cannot fingerprint a binary stream (an application/octet-stream input): it cannot be fingerprinted without ' +
