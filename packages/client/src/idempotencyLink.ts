@@ -3,10 +3,10 @@ import type { AnyRouter } from '@trpc/server';
 import { observable, type Unsubscribable } from '@trpc/server/observable';
 import { AttemptTimeoutError } from './idempotencyError.js';
 import { backoffDelay } from './internals/backoff.js';
+import { isValidKey } from './internals/keyHeaders.js';
 import { type IdempotencyLinkOptions, resolveOptions } from './internals/options.js';
 import { wasReplayed } from './internals/responseMeta.js';
 import { classifyError } from './internals/retryPolicy.js';
-import { isValidKey } from './internals/structuredFields.js';
 import type { IdempotencyCallInfo } from './types.js';
 
 /**

@@ -1,25 +1,30 @@
 import {
-  isValidKey,
   parseStringDictionary,
   parseStringItem,
-  StructuredFieldError,
-  serializeKeyDictionary,
-  serializeString,
-} from './structuredFields.js';
+  serializeKeyHeader,
+  serializeKeysDictionary,
+} from '@trpc-idempotency/wire';
 
 export const KEY_HEADER = 'Idempotency-Key';
 export const KEYS_HEADER = 'Idempotency-Keys';
 
+/** A key is 1–255 characters of visible ASCII (DESIGN.md, Wire contract). */
+const VISIBLE_ASCII = /^[\x21-\x7e]{1,255}$/;
+
+export function isValidKey(key: string): boolean {
+  return VISIBLE_ASCII.test(key);
+}
+
 /** `Idempotency-Key` for one operation: the key as an SF String. */
 export function encodeKeyHeader(key: string): string {
   assertKey(key);
-  return serializeString(key);
+  return serializeKeyHeader(key);
 }
 
-/** `Idempotency-Keys` for a batch: `b<batchIndex>="<key>"` for each keyed operation. */
+/** `Idempotency-Keys` for a batch: `b<batchIndex>="<key>"` for each keyed operation, in index order. */
 export function encodeKeysHeader(keys: ReadonlyMap<number, string>): string {
   for (const key of keys.values()) assertKey(key);
-  return serializeKeyDictionary(keys);
+  return serializeKeysDictionary(keys);
 }
 
 /**
@@ -34,20 +39,21 @@ export function parseKeyHeader(header: string): string {
   return key;
 }
 
-/** Reads `Idempotency-Keys` into batch index → key. */
+/** Reads `Idempotency-Keys` into batch index → key, as the server does: every member is `b<index>="<key>"`. */
 export function parseKeysHeader(header: string): Map<number, string> {
   const out = new Map<number, string>();
   for (const [name, key] of parseStringDictionary(header)) {
+    const m = /^b(0|[1-9]\d*)$/.exec(name);
+    if (!m || key === null) throw new TypeError(`Idempotency-Keys member ${name} is not b<index>="<key>"`);
     assertKey(key);
-    const m = /^b(\d+)$/.exec(name);
-    if (m) out.set(Number(m[1]), key);
+    out.set(Number(m[1]), key);
   }
   return out;
 }
 
 function assertKey(key: string): void {
   if (!isValidKey(key)) {
-    throw new StructuredFieldError(
+    throw new TypeError(
       `Invalid idempotency key ${JSON.stringify(key)}: a key is 1–255 characters of visible ASCII (0x21–0x7E)`,
     );
   }

@@ -1,5 +1,5 @@
 import type { OperationContext } from '@trpc/client';
-import { parseTokenList } from './structuredFields.js';
+import { parseTokenList } from '@trpc-idempotency/wire';
 
 /**
  * The position of each attempt's operation in its HTTP batch, recorded by `idempotencyHeaders` and read

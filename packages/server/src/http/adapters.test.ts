@@ -3,11 +3,11 @@ import { createTRPCClient, httpBatchLink, httpLink } from '@trpc/client';
 import { initTRPC } from '@trpc/server';
 import { type FetchCreateContextFnOptions, fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { type CreateHTTPContextOptions, createHTTPServer } from '@trpc/server/adapters/standalone';
+import { serializeKeyHeader, serializeKeysDictionary } from '@trpc-idempotency/wire';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotencyErrorFormatter } from '../errors/error-formatter.js';
 import { IdempotencyError, isIdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
 import { readRequestKey } from '../wire/read-request-key.js';
-import { serializeKeyHeader, serializeKeysDictionary } from '../wire/structured-string.js';
 import { markReplayed, setResponseHeader, setRetryAfter } from './response-headers.js';
 
 // The createContext functions below are the ones docs/adapters.md shows; these tests prove that, with them, the

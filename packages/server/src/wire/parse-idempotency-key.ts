@@ -1,5 +1,10 @@
+import {
+  parseStringDictionary,
+  parseStringItem,
+  StructuredFieldReader,
+  StructuredFieldSyntaxError,
+} from '@trpc-idempotency/wire';
 import { IdempotencyError } from '../errors/idempotency-error.js';
-import { StructuredFieldReader, StructuredFieldSyntaxError } from './structured-field-reader.js';
 
 export const MAX_KEY_LENGTH = 255;
 
@@ -45,12 +50,9 @@ export function validateKey(key: string): string {
 export function parseIdempotencyKey(headerValue: string): string {
   const value = StructuredFieldReader.trimOWS(headerValue);
   if (value.charCodeAt(0) !== 0x22) return validateKey(value);
-  const reader = new StructuredFieldReader(value);
   let key: string;
   try {
-    key = reader.parseString();
-    reader.skipParameters();
-    reader.expectEnd('key');
+    key = parseStringItem(value);
   } catch (error) {
     throw asInvalid('Idempotency-Key', error);
   }
@@ -65,29 +67,9 @@ const BATCH_MEMBER = /^b(0|[1-9][0-9]*)$/;
  * An empty value is an empty dictionary. Throws `IdempotencyError('key_invalid')`.
  */
 export function parseIdempotencyKeys(headerValue: string): Map<number, string> {
-  // Member values as parsed: the key String, or null for any other kind of value (token, number, inner list…).
-  const members = new Map<string, string | null>();
-  const reader = new StructuredFieldReader(StructuredFieldReader.trimOWS(headerValue));
+  let members: Map<string, string | null>;
   try {
-    while (!reader.atEnd()) {
-      const name = reader.parseKey();
-      let value: string | null = null; // a member without "=" is the Boolean true
-      if (reader.peek() === 0x3d) {
-        reader.pos++;
-        if (reader.peek() === 0x22) value = reader.parseString();
-        else if (reader.peek() === 0x28) reader.skipInnerList();
-        else reader.skipBareItem();
-      }
-      reader.skipParameters();
-      // RFC 8941: a later member with the same name overwrites the earlier one, whatever either held.
-      members.set(name, value);
-      reader.skipOWS();
-      if (reader.atEnd()) break;
-      if (reader.peek() !== 0x2c) reader.fail('members must be separated by commas');
-      reader.pos++;
-      reader.skipOWS();
-      if (reader.atEnd()) reader.fail('a trailing comma must be followed by another member');
-    }
+    members = parseStringDictionary(headerValue);
   } catch (error) {
     throw asInvalid('Idempotency-Keys', error);
   }

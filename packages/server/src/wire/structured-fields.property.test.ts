@@ -1,10 +1,9 @@
+import { StructuredFieldReader, serializeKeyHeader, serializeKeysDictionary } from '@trpc-idempotency/wire';
 import fc from 'fast-check';
 import { parseDictionary, parseItem, serializeDictionary, serializeItem, Token } from 'structured-headers';
 import { describe, expect, it } from 'vitest';
 import { IdempotencyError } from '../errors/idempotency-error.js';
 import { parseIdempotencyKey, parseIdempotencyKeys, validateKey } from './parse-idempotency-key.js';
-import { StructuredFieldReader } from './structured-field-reader.js';
-import { serializeKeyHeader, serializeKeysDictionary } from './structured-string.js';
 
 // Differential tests: the structured-headers package (RFC 8941/9651) is the reference for every parse.
 

@@ -1,6 +1,6 @@
 /**
- * Writing the idempotency headers as RFC 8941 Structured Fields. Parsing lives in structured-field-reader.ts;
- * these are the inverse the client (and the tests) use.
+ * Writing the idempotency headers as RFC 8941 Structured Fields: what the client sends. Reading them is
+ * parse.ts (on structured-field-reader.ts).
  */
 
 /** Serializes an sf-string; throws for characters outside printable ASCII, which a String cannot carry. */
