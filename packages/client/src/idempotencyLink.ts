@@ -1,4 +1,10 @@
-import { type Operation, type OperationContext, TRPCClientError, type TRPCLink } from '@trpc/client';
+import {
+  type Operation,
+  type OperationContext,
+  type OperationResultEnvelope,
+  TRPCClientError,
+  type TRPCLink,
+} from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import { observable, type Unsubscribable } from '@trpc/server/observable';
 import { AttemptTimeoutError } from './idempotencyError.js';
@@ -54,7 +60,6 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         let attemptTimer: ReturnType<typeof setTimeout> | undefined;
         let backoffTimer: ReturnType<typeof setTimeout> | undefined;
         let finished = false;
-        let attemptContext: OperationContext = {};
 
         const stopAttempt = () => {
           clearTimeout(attemptTimer);
@@ -64,10 +69,9 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
 
         /** Records the outcome once: the call will send nothing more. */
         const settle = (error?: unknown) => {
-          if (finished) return;
           finished = true;
           clearTimeout(backoffTimer);
-          clearTimeout(attemptTimer);
+          stopAttempt();
           op.signal?.removeEventListener('abort', onAbort);
           info.settled = true;
           o.onSettled?.({ op, key, attempts: info.attempts, replayed: info.replayed, settled: true, error });
@@ -76,8 +80,19 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         const fail = (error: unknown) => {
           if (finished) return;
           settle(error);
-          stopAttempt();
           observer.error(TRPCClientError.from(error as Error));
+        };
+
+        const succeed = (
+          envelope: OperationResultEnvelope<unknown, TRPCClientError<TRouter>>,
+          context: OperationContext,
+        ) => {
+          o.budget?.recordAnswered();
+          info.replayed = wasReplayed(envelope.context, context);
+          // Settled before passing the result on: the caller may unsubscribe as soon as it has it.
+          settle();
+          observer.next(envelope);
+          observer.complete();
         };
 
         // Cancels a pending backoff or a running attempt at once; nothing more is sent.
@@ -91,54 +106,49 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           info.attempts = attempt;
           // A fresh context per attempt: idempotencyHeaders records its batch position against it.
           const context: OperationContext = { ...op.context, idempotencyKey: key };
-          attemptContext = context;
           const attemptOp: Operation = { ...op, context };
           const remaining = o.maxElapsedMs - (Date.now() - startedAt);
           const timeoutMs = Math.max(1, Math.min(o.attemptTimeoutMs, remaining));
-          let attemptDone = false;
-          let succeeded = false;
+          // Only the current attempt may fail the call or retry it. It stops being current when it times out
+          // or fails; a stale attempt can still answer (with httpBatchLink its request lives on while a batch
+          // sibling waits for it), and only its result is taken: the server's answer for this key.
+          let isCurrent = true;
+          const moveOn = (error: unknown) => {
+            isCurrent = false;
+            current = undefined;
+            clearTimeout(attemptTimer);
+            onAttemptError(error, context);
+          };
           attemptTimer = setTimeout(() => {
-            attemptDone = true;
             stopAttempt(); // the HTTP links abort their request when unsubscribed
-            onAttemptError(TRPCClientError.from(new AttemptTimeoutError(timeoutMs)));
+            moveOn(TRPCClientError.from(new AttemptTimeoutError(timeoutMs)));
           }, timeoutMs);
 
           const subscription = next(attemptOp).subscribe({
             next(envelope) {
-              if (finished || attemptDone) return;
-              attemptDone = true;
-              succeeded = true;
-              o.budget?.recordAnswered();
-              info.replayed = wasReplayed(envelope.context, context);
-              // Settled before passing the result on: the caller may unsubscribe as soon as it has it.
-              settle();
-              observer.next(envelope);
+              if (!finished) succeed(envelope, context);
             },
             error(error) {
-              if (finished || attemptDone) return;
-              attemptDone = true;
-              clearTimeout(attemptTimer);
-              onAttemptError(error);
+              if (!finished && isCurrent) moveOn(error);
             },
             complete() {
-              if (!finished) settle();
-              observer.complete();
+              // After a result the call has already completed; without one, the current attempt failed.
+              if (!finished && isCurrent) fail(new Error(`idempotencyLink: ${op.path} completed without a result`));
             },
           });
-          // A synchronous failure (or abort) may already have moved on: drop this attempt then.
-          if (!succeeded && (attemptDone || finished)) subscription.unsubscribe();
+          // A synchronous answer (or abort) may already have moved on: drop this attempt then.
+          if (finished || !isCurrent) subscription.unsubscribe();
           else current = subscription;
         };
 
-        const onAttemptError = (error: unknown) => {
-          current = undefined;
+        const onAttemptError = (error: unknown, context: OperationContext) => {
           const now = Date.now();
           const verdict = classifyError(error, now);
           if (!verdict.retry) {
             // The server stood behind this answer: it is up, which funds other calls' retries.
             o.budget?.recordAnswered();
             // A stored error (a business CONFLICT, say) is replayed too.
-            info.replayed = wasReplayed((error as { meta?: unknown }).meta, attemptContext);
+            info.replayed = wasReplayed((error as { meta?: unknown }).meta, context);
             fail(error);
             return;
           }
