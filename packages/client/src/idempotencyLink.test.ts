@@ -167,6 +167,75 @@ describe('total-time cap', () => {
   });
 });
 
+describe('timer values past setTimeout’s 2^31−1 ms', () => {
+  const DAY = 86_400_000;
+
+  test('maxElapsedMs and attemptTimeoutMs of Infinity arm no attempt timer: a slow attempt is left to answer', async () => {
+    const { client, seen } = setup(() => 'hang', {
+      maxElapsedMs: Number.POSITIVE_INFINITY,
+      attemptTimeoutMs: Number.POSITIVE_INFINITY,
+    });
+    const call = settle(client.mutation('pay', {}));
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.aborted).toBe(false);
+    expect(call.done).toBe(false);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  test('an attemptTimeoutMs of 30 days under maxElapsedMs Infinity aborts the attempt after 30 days, not 1 ms', async () => {
+    const { client, seen } = setup((n) => (n === 1 ? 'hang' : ok()), {
+      maxElapsedMs: Number.POSITIVE_INFINITY,
+      attemptTimeoutMs: 30 * DAY,
+      random: () => 0,
+    });
+    const call = settle(client.mutation('pay', {}));
+    await vi.advanceTimersByTimeAsync(30 * DAY - 1);
+    expect(seen[0]!.aborted).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(seen[0]!.aborted).toBe(true);
+    await vi.runAllTimersAsync();
+    expect(call.value).toBe('ok');
+  });
+
+  test.each([
+    ['a backoff', 'network', { baseDelayMs: 30 * DAY, maxDelayMs: Number.POSITIVE_INFINITY, jitter: 'none' }],
+    ['a Retry-After', { status: 503, headers: { 'retry-after': String(30 * 86_400) } }, {}],
+    ['a retryAfterMs', { status: 409, reason: 'in_progress', retryAfterMs: 30 * DAY }, {}],
+  ] as const)('%s of 30 days under maxElapsedMs Infinity waits 30 days, not 1 ms', async (_, first, opts) => {
+    const { client, gaps } = setup((n) => (n === 1 ? first : ok()), {
+      maxElapsedMs: Number.POSITIVE_INFINITY,
+      ...opts,
+    });
+    const call = settle(client.mutation('pay', {}));
+    await vi.advanceTimersByTimeAsync(30 * DAY - 1);
+    expect(call.done).toBe(false);
+    await vi.runAllTimersAsync();
+    expect(call.value).toBe('ok');
+    expect(gaps()).toEqual([30 * DAY]);
+  });
+
+  test('unsubscribing during a 30-day backoff leaves no timer behind', async () => {
+    const server = scriptedLink(() => unavailable);
+    const link = idempotencyLink<any>({
+      procedures: 'all',
+      budget: false,
+      maxElapsedMs: Number.POSITIVE_INFINITY,
+      baseDelayMs: 30 * DAY,
+      maxDelayMs: Number.POSITIVE_INFINITY,
+      jitter: 'none',
+    })({});
+    const op: Operation = { id: 1, type: 'mutation', path: 'pay', input: {}, context: {}, signal: null };
+    const subscription = link({ op, next: (o) => server.link({})({ op: o, next: () => never() }) }).subscribe({});
+    await vi.advanceTimersByTimeAsync(20 * DAY);
+    expect(vi.getTimerCount()).toBe(1);
+    subscription.unsubscribe();
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(30 * DAY);
+    expect(server.seen).toHaveLength(1);
+  });
+});
+
 describe('retry policy', () => {
   test.each([
     [400, undefined],
