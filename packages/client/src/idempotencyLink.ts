@@ -13,6 +13,7 @@ import { type IdempotencyLinkOptions, resolveOptions } from './internals/options
 import { wasReplayed } from './internals/responseMeta.js';
 import { classifyError } from './internals/retryPolicy.js';
 import { isValidKey } from './internals/structuredFields.js';
+import { noTimer, startTimer } from './internals/timer.js';
 import type { IdempotencyCallInfo } from './types.js';
 
 /**
@@ -57,12 +58,12 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         let attempt = 0;
         let previousBackoff: number | undefined;
         let current: Unsubscribable | undefined;
-        let attemptTimer: ReturnType<typeof setTimeout> | undefined;
-        let backoffTimer: ReturnType<typeof setTimeout> | undefined;
+        let cancelAttemptTimer = noTimer;
+        let cancelBackoff = noTimer;
         let finished = false;
 
         const stopAttempt = () => {
-          clearTimeout(attemptTimer);
+          cancelAttemptTimer();
           current?.unsubscribe();
           current = undefined;
         };
@@ -70,7 +71,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         /** Records the outcome once: the call will send nothing more. */
         const settle = (error?: unknown) => {
           finished = true;
-          clearTimeout(backoffTimer);
+          cancelBackoff();
           stopAttempt();
           op.signal?.removeEventListener('abort', onAbort);
           info.settled = true;
@@ -116,13 +117,13 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           const moveOn = (error: unknown) => {
             isCurrent = false;
             current = undefined;
-            clearTimeout(attemptTimer);
+            cancelAttemptTimer();
             onAttemptError(error, context);
           };
-          attemptTimer = setTimeout(() => {
+          cancelAttemptTimer = startTimer(timeoutMs, () => {
             stopAttempt(); // the HTTP links abort their request when unsubscribed
             moveOn(TRPCClientError.from(new AttemptTimeoutError(timeoutMs)));
-          }, timeoutMs);
+          });
 
           const subscription = next(attemptOp).subscribe({
             next(envelope) {
@@ -173,13 +174,13 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           // Sleeping past the total-time cap only to give up afterwards would waste the caller's time.
           if (now - startedAt + delayMs > o.maxElapsedMs) return fail(error);
 
-          backoffTimer = setTimeout(() => {
+          cancelBackoff = startTimer(delayMs, () => {
             // Checked when the retry is due, not when the error came: by then the answers of concurrent
             // calls have landed, so a burst of lost responses among healthy ones is funded by them.
             if (o.budget && !o.budget.tryAcquireRetry()) return fail(error);
             o.onRetry?.({ op, attempt: attempt + 1, delayMs, error, key });
             send();
-          }, delayMs);
+          });
         };
 
         if (op.signal?.aborted) return onAbort();
@@ -189,7 +190,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         return () => {
           // Unsubscribing cancels like an abort, but silently: nobody is listening any more.
           finished = true;
-          clearTimeout(backoffTimer);
+          cancelBackoff();
           stopAttempt();
           op.signal?.removeEventListener('abort', onAbort);
         };

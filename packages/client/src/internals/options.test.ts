@@ -17,17 +17,15 @@ describe('resolveOptions', () => {
     ['attemptTimeoutMs', Number.NaN],
     ['attemptTimeoutMs', '1000'],
     ['maxDelayMs', '1000'],
+    ['maxDelayMs', Number.POSITIVE_INFINITY],
   ])('%s: %s fails when the link is created, with a RangeError naming the option', (name, value) => {
     expect(() => resolve({ [name]: value })).toThrow(RangeError);
     expect(() => resolve({ [name]: value })).toThrow(new RegExp(`\`${name}\``));
   });
 
-  test.each(['maxElapsedMs', 'attemptTimeoutMs', 'maxDelayMs'])(
-    '%s: Infinity is accepted and means no limit',
-    (name) => {
-      expect(resolve({ [name]: Number.POSITIVE_INFINITY })[name as 'maxElapsedMs']).toBe(Number.POSITIVE_INFINITY);
-    },
-  );
+  test.each(['maxElapsedMs', 'attemptTimeoutMs'])('%s: Infinity is accepted and means no limit', (name) => {
+    expect(resolve({ [name]: Number.POSITIVE_INFINITY })[name as 'maxElapsedMs']).toBe(Number.POSITIVE_INFINITY);
+  });
 
   test('durations past setTimeout’s 2^31−1 ms are accepted as they are (the link waits them out in steps)', () => {
     const o = resolve({ maxElapsedMs: 2 ** 40, attemptTimeoutMs: 2 ** 35, baseDelayMs: 2 ** 32, maxDelayMs: 2 ** 33 });
