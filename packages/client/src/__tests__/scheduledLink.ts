@@ -1,0 +1,77 @@
+import { type Operation, type OperationResultEnvelope, TRPCClientError } from '@trpc/client';
+import type { AnyRouter } from '@trpc/server';
+import { observable } from '@trpc/server/observable';
+import type { Scheduler } from 'fast-check';
+import { type Answer, emissionOf } from './scriptedLink.js';
+
+/** How the downstream treats one attempt. */
+export interface AttemptPlan {
+  /** `'complete-only'`: the attempt completes without a result (a broken downstream link). */
+  answer: Answer | 'complete-only';
+  /**
+   * What unsubscribing does to it: `'async'` aborts the request and an AbortError follows later (httpLink);
+   * `'sync'` emits that AbortError from inside the unsubscribe; `'outlives'` leaves the request running and
+   * its answer still comes (httpBatchLink while a batch sibling waits for the same request).
+   */
+  onUnsubscribe: 'async' | 'sync' | 'outlives';
+}
+
+/** What happened, in order, between the link and the downstream and between the link and its caller. */
+export type Event =
+  | { type: 'send'; call: number; attempt: number; key: unknown }
+  | { type: 'emit'; call: number; attempt: number; kind: 'next' | 'error' | 'complete'; data?: unknown }
+  | { type: 'unsubscribe'; call: number; attempt: number }
+  | { type: 'deliver'; call: number; kind: 'next' | 'error' | 'complete'; data?: unknown; error?: unknown }
+  | { type: 'caller-abort' | 'caller-unsubscribe' | 'start'; call: number }
+  | { type: 'settled'; call: number; error: unknown }
+  | { type: 'retry'; call: number; attempt: number };
+
+type Envelope = OperationResultEnvelope<unknown, TRPCClientError<AnyRouter>>;
+
+/**
+ * A terminating link whose every emission is a task of a fast-check scheduler, so the scheduler decides how
+ * answers, stale answers and aborts interleave with the link's timers. `op.id` names the logical call; a
+ * success carries `"<call>.<attempt>"` as its data so a delivered value can be traced to its attempt.
+ */
+export function scheduledLink(s: Scheduler, plan: (call: number, attempt: number) => AttemptPlan, log: Event[]) {
+  const attempts = new Map<number, number>();
+  return (op: Operation) =>
+    observable<Envelope, TRPCClientError<AnyRouter>>((observer) => {
+      const call = op.id;
+      const attempt = (attempts.get(call) ?? 0) + 1;
+      attempts.set(call, attempt);
+      log.push({ type: 'send', call, attempt, key: op.context.idempotencyKey });
+      const { answer, onUnsubscribe } = plan(call, attempt);
+      let answered = false;
+      let aborted = false;
+      const later = (label: string, fn: () => void) => {
+        void s.schedule(Promise.resolve(), `call ${call} attempt ${attempt}: ${label}`).then(fn);
+      };
+      const emit = (kind: 'next' | 'error' | 'complete', fn: () => void, data?: unknown) => {
+        log.push({ type: 'emit', call, attempt, kind, ...(data !== undefined && { data }) });
+        fn();
+      };
+      const abortError = () =>
+        emit('error', () => observer.error(TRPCClientError.from(new DOMException('aborted', 'AbortError'))));
+
+      if (answer !== 'hang') {
+        later(typeof answer === 'string' ? answer : 'data' in answer ? 'result' : `status ${answer.status}`, () => {
+          if (aborted) return;
+          answered = true;
+          if (answer === 'complete-only') return emit('complete', () => observer.complete());
+          const emission = emissionOf(answer);
+          if ('error' in emission) return emit('error', () => observer.error(emission.error));
+          const data = `${call}.${attempt}`;
+          emit('next', () => observer.next({ ...emission.next, result: { type: 'data', data } }), data);
+          later('complete', () => emit('complete', () => observer.complete()));
+        });
+      }
+      return () => {
+        log.push({ type: 'unsubscribe', call, attempt });
+        if (answered || onUnsubscribe === 'outlives') return;
+        aborted = true;
+        if (onUnsubscribe === 'sync') abortError();
+        else later('AbortError', abortError);
+      };
+    });
+}
