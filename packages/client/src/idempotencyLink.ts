@@ -115,15 +115,15 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           // sibling waits for it), and only its result is taken: the server's answer for this key.
           let isCurrent = true;
           const moveOn = (error: unknown) => {
+            // Stale first: what the attempt emits while being let go (an AbortError from inside its
+            // unsubscribe, say) must not count as a second failure and start a second retry.
             isCurrent = false;
-            current = undefined;
-            cancelAttemptTimer();
+            stopAttempt(); // the HTTP links abort their request when unsubscribed
             onAttemptError(error, context);
           };
-          cancelAttemptTimer = startTimer(timeoutMs, () => {
-            stopAttempt(); // the HTTP links abort their request when unsubscribed
-            moveOn(TRPCClientError.from(new AttemptTimeoutError(timeoutMs)));
-          });
+          cancelAttemptTimer = startTimer(timeoutMs, () =>
+            moveOn(TRPCClientError.from(new AttemptTimeoutError(timeoutMs))),
+          );
 
           const subscription = next(attemptOp).subscribe({
             next(envelope) {
