@@ -1,6 +1,7 @@
 import { type Operation, TRPCClientError } from '@trpc/client';
-import { observable } from '@trpc/server/observable';
+import { type Observable, observable } from '@trpc/server/observable';
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
+import { ok, scriptedLink } from './__tests__/scriptedLink.js';
 import { idempotencyLink } from './idempotencyLink.js';
 import type { IdempotencyLinkOptions } from './internals/options.js';
 
@@ -12,6 +13,7 @@ beforeEach(() => {
 });
 afterEach(() => {
   vi.useRealTimers();
+  vi.restoreAllMocks();
 });
 
 /**
@@ -30,7 +32,7 @@ function abortsSynchronously() {
 
 function call(
   opts: Partial<IdempotencyLinkOptions<any>>,
-  next: (op: Operation) => ReturnType<ReturnType<typeof abortsSynchronously>['next']>,
+  next: (op: Operation) => Observable<any, TRPCClientError<any>>,
 ) {
   const link = idempotencyLink<any>({ procedures: 'all', budget: false, random: () => 0, ...opts })({});
   const op: Operation = { id: 1, type: 'mutation', path: 'pay', input: {}, context: {}, signal: null };
@@ -53,4 +55,49 @@ describe('found by the schedule property test', () => {
     expect(events[0]).toMatch(/AttemptTimeoutError/);
     expect(vi.getTimerCount()).toBe(0);
   });
+
+  describe('seed 20261203: a hook that throws changes nothing about the call; the error goes to console.error', () => {
+    const boom = new Error('a hook that throws');
+    const throws = () => {
+      throw boom;
+    };
+
+    test('a throwing onSettled after a success: the caller still gets the value', async () => {
+      const consoleError = vi.spyOn(console, 'error').mockImplementation(() => {});
+      const server = scriptedLink(() => ok('paid'));
+      const events = call({ onSettled: throws }, (op) => server.link({})({ op, next: () => never() }));
+      await vi.runAllTimersAsync();
+      expect(events).toEqual(['next', 'complete']);
+      expect(consoleError).toHaveBeenCalledWith(expect.stringContaining('onSettled'), boom);
+    });
+
+    test('a throwing onSettled on abort: abort() does not throw and the caller gets its AbortError', async () => {
+      vi.spyOn(console, 'error').mockImplementation(() => {});
+      const server = scriptedLink(() => 'hang');
+      const ac = new AbortController();
+      const link = idempotencyLink<any>({ procedures: 'all', budget: false, onSettled: throws })({});
+      const op: Operation = { id: 1, type: 'mutation', path: 'pay', input: {}, context: {}, signal: ac.signal };
+      const events: string[] = [];
+      link({ op, next: (o) => server.link({})({ op: o, next: () => never() }) }).subscribe({
+        error: (e) => events.push(String((e as Error).cause)),
+      });
+      expect(() => ac.abort()).not.toThrow();
+      expect(events).toEqual([expect.stringMatching(/AbortError/)]);
+    });
+
+    test('a throwing onRetry: the retry is still sent and the call ends with its answer', async () => {
+      const consoleError = vi.spyOn(console, 'error').mockImplementation(() => {});
+      const server = scriptedLink((n) => (n === 1 ? 'network' : ok('paid')));
+      const events = call({ onRetry: throws }, (op) => server.link({})({ op, next: () => never() }));
+      await vi.runAllTimersAsync();
+      expect(server.seen).toHaveLength(2);
+      expect(events).toEqual(['next', 'complete']);
+      expect(consoleError).toHaveBeenCalledWith(expect.stringContaining('onRetry'), boom);
+      expect(vi.getTimerCount()).toBe(0);
+    });
+  });
 });
+
+function never(): never {
+  throw new Error('the scripted link terminates the chain');
+}
