@@ -75,7 +75,14 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           stopAttempt();
           op.signal?.removeEventListener('abort', onAbort);
           info.settled = true;
-          o.onSettled?.({ op, key, attempts: info.attempts, replayed: info.replayed, settled: true, error });
+          callHook('onSettled', o.onSettled, {
+            op,
+            key,
+            attempts: info.attempts,
+            replayed: info.replayed,
+            settled: true,
+            error,
+          });
         };
 
         const fail = (error: unknown) => {
@@ -178,7 +185,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
             // Checked when the retry is due, not when the error came: by then the answers of concurrent
             // calls have landed, so a burst of lost responses among healthy ones is funded by them.
             if (o.budget && !o.budget.tryAcquireRetry()) return fail(error);
-            o.onRetry?.({ op, attempt: attempt + 1, delayMs, error, key });
+            callHook('onRetry', o.onRetry, { op, attempt: attempt + 1, delayMs, error, key });
             send();
           });
         };
@@ -196,4 +203,16 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         };
       });
     };
+}
+
+/**
+ * Hooks are telemetry: what one throws is logged and changes nothing. Thrown into the link it would swallow
+ * a result the server committed, leave a call without its retry, or escape from the caller's `abort()`.
+ */
+function callHook<E>(name: string, hook: ((event: E) => void) | undefined, event: E): void {
+  try {
+    hook?.(event);
+  } catch (error) {
+    console.error(`idempotencyLink: ${name} threw; the call goes on as if it had not`, error);
+  }
 }
