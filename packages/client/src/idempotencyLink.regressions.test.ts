@@ -20,6 +20,12 @@ afterEach(() => {
  * A downstream that never answers on its own and, like some links do, errors synchronously from inside its
  * unsubscribe (an AbortError). Counts what it was sent.
  */
+/** User code that throws. */
+const boom = new Error('user code that throws');
+const throws: () => never = () => {
+  throw boom;
+};
+
 function abortsSynchronously() {
   const sent: Operation[] = [];
   const next = (op: Operation) =>
@@ -57,15 +63,10 @@ describe('found by the schedule property test', () => {
   });
 
   describe('seed 20261203: a hook that throws changes nothing about the call; the error goes to console.error', () => {
-    const boom = new Error('a hook that throws');
-    const throws = () => {
-      throw boom;
-    };
-
     test('a throwing onSettled after a success: the caller still gets the value', async () => {
       const consoleError = vi.spyOn(console, 'error').mockImplementation(() => {});
       const server = scriptedLink(() => ok('paid'));
-      const events = call({ onSettled: throws }, (op) => server.link({})({ op, next: () => never() }));
+      const events = call({ onSettled: throws }, (op) => server.link({})({ op, next: () => endOfChain() }));
       await vi.runAllTimersAsync();
       expect(events).toEqual(['next', 'complete']);
       expect(consoleError).toHaveBeenCalledWith(expect.stringContaining('onSettled'), boom);
@@ -78,7 +79,7 @@ describe('found by the schedule property test', () => {
       const link = idempotencyLink<any>({ procedures: 'all', budget: false, onSettled: throws })({});
       const op: Operation = { id: 1, type: 'mutation', path: 'pay', input: {}, context: {}, signal: ac.signal };
       const events: string[] = [];
-      link({ op, next: (o) => server.link({})({ op: o, next: () => never() }) }).subscribe({
+      link({ op, next: (o) => server.link({})({ op: o, next: () => endOfChain() }) }).subscribe({
         error: (e) => events.push(String((e as Error).cause)),
       });
       expect(() => ac.abort()).not.toThrow();
@@ -88,7 +89,7 @@ describe('found by the schedule property test', () => {
     test('a throwing onRetry: the retry is still sent and the call ends with its answer', async () => {
       const consoleError = vi.spyOn(console, 'error').mockImplementation(() => {});
       const server = scriptedLink((n) => (n === 1 ? 'network' : ok('paid')));
-      const events = call({ onRetry: throws }, (op) => server.link({})({ op, next: () => never() }));
+      const events = call({ onRetry: throws }, (op) => server.link({})({ op, next: () => endOfChain() }));
       await vi.runAllTimersAsync();
       expect(server.seen).toHaveLength(2);
       expect(events).toEqual(['next', 'complete']);
@@ -96,8 +97,24 @@ describe('found by the schedule property test', () => {
       expect(vi.getTimerCount()).toBe(0);
     });
   });
+
+  describe('seed 20261203: a random source or a budget that throws fails the call with its error instead of leaving it hanging', () => {
+    const cases: [string, Partial<IdempotencyLinkOptions<any>>][] = [
+      ['random', { random: throws }],
+      ['budget.canRetry', { budget: { recordAnswered() {}, canRetry: throws, tryAcquireRetry: () => true } }],
+      ['budget.tryAcquireRetry', { budget: { recordAnswered() {}, canRetry: () => true, tryAcquireRetry: throws } }],
+    ];
+    test.each(cases)('%s', async (_, opts) => {
+      const server = scriptedLink(() => ({ status: 503 }));
+      const events = call(opts, (op) => server.link({})({ op, next: () => endOfChain() }));
+      await vi.runAllTimersAsync();
+      expect(events).toEqual([`error ${String(boom)}`]);
+      expect(server.seen).toHaveLength(1);
+      expect(vi.getTimerCount()).toBe(0);
+    });
+  });
 });
 
-function never(): never {
+function endOfChain(): never {
   throw new Error('the scripted link terminates the chain');
 }

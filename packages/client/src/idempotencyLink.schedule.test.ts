@@ -69,7 +69,8 @@ const linkOptions = fc.record({
     nil: undefined,
   }),
   random: fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
-  hooksThrow: fc.boolean(),
+  /** Which user callback throws, if any. */
+  throws: fc.constantFrom('nothing', 'nothing', 'nothing', 'hooks', 'random', 'budget'),
 });
 
 type LinkOptions = typeof linkOptions extends fc.Arbitrary<infer T> ? T : never;
@@ -78,8 +79,9 @@ type LinkOptions = typeof linkOptions extends fc.Arbitrary<infer T> ? T : never;
 async function run(s: fc.Scheduler, calls: CallPlan[], opts: LinkOptions) {
   const log: Event[] = [];
   const hookDone = () => {
-    if (opts.hooksThrow) throw new Error('a hook that throws');
+    if (opts.throws === 'hooks') throw new Error('a hook that throws');
   };
+  const budget = opts.budget ? retryBudget(opts.budget) : undefined;
   vi.spyOn(console, 'error').mockImplementation(() => {});
   const linkOpts: IdempotencyLinkOptions<any> = {
     procedures: 'all',
@@ -89,8 +91,20 @@ async function run(s: fc.Scheduler, calls: CallPlan[], opts: LinkOptions) {
     jitter: opts.jitter,
     attemptTimeoutMs: opts.attemptTimeoutMs,
     maxElapsedMs: opts.maxElapsedMs,
-    budget: opts.budget ? retryBudget(opts.budget) : false,
-    random: () => opts.random,
+    budget:
+      opts.throws === 'budget'
+        ? {
+            recordAnswered: () => {},
+            canRetry: () => {
+              throw new Error('a budget that throws');
+            },
+            tryAcquireRetry: () => true,
+          }
+        : (budget ?? false),
+    random: () => {
+      if (opts.throws === 'random') throw new Error('a random source that throws');
+      return opts.random;
+    },
     generateKey: (() => {
       let n = 0;
       return () => `generated-${++n}`;
