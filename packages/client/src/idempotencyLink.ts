@@ -75,14 +75,8 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           stopAttempt();
           op.signal?.removeEventListener('abort', onAbort);
           info.settled = true;
-          callHook('onSettled', o.onSettled, {
-            op,
-            key,
-            attempts: info.attempts,
-            replayed: info.replayed,
-            settled: true,
-            error,
-          });
+          const event = { op, key, attempts: info.attempts, replayed: info.replayed, settled: true, error };
+          unthrowing('onSettled', () => o.onSettled?.(event));
         };
 
         const fail = (error: unknown) => {
@@ -95,12 +89,24 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           envelope: OperationResultEnvelope<unknown, TRPCClientError<TRouter>>,
           context: OperationContext,
         ) => {
-          o.budget?.recordAnswered();
+          answered();
           info.replayed = wasReplayed(envelope.context, context);
           // Settled before passing the result on: the caller may unsubscribe as soon as it has it.
           settle();
           observer.next(envelope);
           observer.complete();
+        };
+
+        // The server stood behind an answer: it is up, which funds other calls' retries.
+        const answered = () => unthrowing('budget.recordAnswered', () => o.budget?.recordAnswered());
+
+        /** User code deciding a retry (random, the budget) or a link that throws ends the call with what it threw. */
+        const orFail = (fn: () => void) => {
+          try {
+            fn();
+          } catch (thrown) {
+            fail(thrown);
+          }
         };
 
         // Cancels a pending backoff or a running attempt at once; nothing more is sent.
@@ -126,7 +132,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
             // unsubscribe, say) must not count as a second failure and start a second retry.
             isCurrent = false;
             stopAttempt(); // the HTTP links abort their request when unsubscribed
-            onAttemptError(error, context);
+            orFail(() => onAttemptError(error, context));
           };
           cancelAttemptTimer = startTimer(timeoutMs, () =>
             moveOn(TRPCClientError.from(new AttemptTimeoutError(timeoutMs))),
@@ -153,8 +159,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           const now = Date.now();
           const verdict = classifyError(error, now);
           if (!verdict.retry) {
-            // The server stood behind this answer: it is up, which funds other calls' retries.
-            o.budget?.recordAnswered();
+            answered();
             // A stored error (a business CONFLICT, say) is replayed too.
             info.replayed = wasReplayed((error as { meta?: unknown }).meta, context);
             fail(error);
@@ -181,13 +186,15 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           // Sleeping past the total-time cap only to give up afterwards would waste the caller's time.
           if (now - startedAt + delayMs > o.maxElapsedMs) return fail(error);
 
-          cancelBackoff = startTimer(delayMs, () => {
-            // Checked when the retry is due, not when the error came: by then the answers of concurrent
-            // calls have landed, so a burst of lost responses among healthy ones is funded by them.
-            if (o.budget && !o.budget.tryAcquireRetry()) return fail(error);
-            callHook('onRetry', o.onRetry, { op, attempt: attempt + 1, delayMs, error, key });
-            send();
-          });
+          cancelBackoff = startTimer(delayMs, () =>
+            orFail(() => {
+              // Checked when the retry is due, not when the error came: by then the answers of concurrent
+              // calls have landed, so a burst of lost responses among healthy ones is funded by them.
+              if (o.budget && !o.budget.tryAcquireRetry()) return fail(error);
+              unthrowing('onRetry', () => o.onRetry?.({ op, attempt: attempt + 1, delayMs, error, key }));
+              send();
+            }),
+          );
         };
 
         if (op.signal?.aborted) return onAbort();
@@ -206,12 +213,13 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
 }
 
 /**
- * Hooks are telemetry: what one throws is logged and changes nothing. Thrown into the link it would swallow
- * a result the server committed, leave a call without its retry, or escape from the caller's `abort()`.
+ * Hooks and the budget's bookkeeping are telemetry: what they throw is logged and changes nothing. Thrown into
+ * the link it would swallow a result the server committed, leave a call without its retry, or escape from the
+ * caller's `abort()`.
  */
-function callHook<E>(name: string, hook: ((event: E) => void) | undefined, event: E): void {
+function unthrowing(name: string, fn: () => void): void {
   try {
-    hook?.(event);
+    fn();
   } catch (error) {
     console.error(`idempotencyLink: ${name} threw; the call goes on as if it had not`, error);
   }
