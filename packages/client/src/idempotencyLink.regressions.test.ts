@@ -113,6 +113,16 @@ describe('found by the schedule property test', () => {
       expect(vi.getTimerCount()).toBe(0);
     });
   });
+
+  test('seed 20261203: a retry whose backoff fires at maxElapsedMs (a 0 ms timer waits 1 ms) is not sent; the call fails with its last error', async () => {
+    const server = scriptedLink(() => 'hang');
+    const events = call({ attempts: 2, attemptTimeoutMs: 1, maxElapsedMs: 1, baseDelayMs: 0 }, (op) =>
+      server.link({})({ op, next: () => endOfChain() }),
+    );
+    await vi.runAllTimersAsync();
+    expect(server.seen).toHaveLength(1);
+    expect(events).toEqual([expect.stringMatching(/AttemptTimeoutError/)]);
+  });
 });
 
 function endOfChain(): never {

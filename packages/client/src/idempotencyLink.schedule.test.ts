@@ -145,17 +145,18 @@ async function run(s: fc.Scheduler, calls: CallPlan[], opts: LinkOptions) {
       signal: ac.signal,
     };
     void s.schedule(Promise.resolve(), `start call ${call}`).then(() => {
-      log.push({ type: 'start', call });
+      log.push({ type: 'start', call, at: Date.now() });
       open.add(call);
       const subscription = link({ op, next: downstream }).subscribe({
-        next: (envelope) => log.push({ type: 'deliver', call, kind: 'next', data: envelope.result.data }),
+        next: (envelope) =>
+          log.push({ type: 'deliver', call, kind: 'next', data: envelope.result.data, at: Date.now() }),
         error: (error) => {
           open.delete(call);
-          log.push({ type: 'deliver', call, kind: 'error', error });
+          log.push({ type: 'deliver', call, kind: 'error', error, at: Date.now() });
         },
         complete: () => {
           open.delete(call);
-          log.push({ type: 'deliver', call, kind: 'complete' });
+          log.push({ type: 'deliver', call, kind: 'complete', at: Date.now() });
         },
       });
       if (plan.abort) {
@@ -194,7 +195,7 @@ async function run(s: fc.Scheduler, calls: CallPlan[], opts: LinkOptions) {
       break;
     }
   }
-  return { problems: [...problems, ...violations(log, records, opts.attempts)], log };
+  return { problems: [...problems, ...violations(log, records, opts)], log };
 }
 
 test('under every interleaving of answers, stale answers, timeouts, aborts and unsubscribes, each call ends once, with the value an attempt returned or an error, and leaves nothing behind', async () => {

@@ -16,7 +16,12 @@ const isEnd = (e: Event) =>
  * The promises of the link, checked on one recorded history. Returns what was broken, one sentence each.
  * A call ends at its first outcome (a value or an error) or when its caller unsubscribes.
  */
-export function violations(log: readonly Event[], calls: readonly CallRecord[], maxAttempts: number): string[] {
+export function violations(
+  log: readonly Event[],
+  calls: readonly CallRecord[],
+  opts: { attempts: number; maxElapsedMs: number },
+): string[] {
+  const maxAttempts = opts.attempts;
   const out: string[] = [];
   const keys = new Map<unknown, number>();
   for (const { call, info, givenKey } of calls) {
@@ -68,6 +73,13 @@ export function violations(log: readonly Event[], calls: readonly CallRecord[], 
       keys.set(key, call);
     }
     if (sends.length > maxAttempts) say(`sent ${sends.length} attempts, more than attempts = ${maxAttempts}`);
+
+    // maxElapsedMs: no attempt starts past it, and the link ends the call by then (+1 ms: the shortest attempt).
+    const start = events.find(({ e }) => e.type === 'start')?.e;
+    const startedAt = start && 'at' in start ? start.at : 0;
+    const late = (e: Event, slack: number) => 'at' in e && e.at - startedAt > opts.maxElapsedMs + slack;
+    if (sends.some(({ e }) => late(e, 0))) say(`sent an attempt more than maxElapsedMs after the call started`);
+    if (delivered.some(({ e }) => late(e, 1))) say(`ended more than maxElapsedMs + 1 ms after it started`);
     if (info.attempts !== sends.length) say(`info.attempts is ${info.attempts}, ${sends.length} were sent`);
     const retries = events.filter(({ e }) => e.type === 'retry').length;
     if (sends.length > 0 && retries !== sends.length - 1) say(`onRetry ran ${retries} times for ${sends.length} sends`);

@@ -18,11 +18,12 @@ export interface AttemptPlan {
 
 /** What happened, in order, between the link and the downstream and between the link and its caller. */
 export type Event =
-  | { type: 'send'; call: number; attempt: number; key: unknown }
+  | { type: 'send'; call: number; attempt: number; key: unknown; at: number }
   | { type: 'emit'; call: number; attempt: number; kind: 'next' | 'error' | 'complete'; data?: unknown }
   | { type: 'unsubscribe'; call: number; attempt: number }
-  | { type: 'deliver'; call: number; kind: 'next' | 'error' | 'complete'; data?: unknown; error?: unknown }
-  | { type: 'caller-abort' | 'caller-unsubscribe' | 'start'; call: number }
+  | { type: 'deliver'; call: number; kind: 'next' | 'error' | 'complete'; data?: unknown; error?: unknown; at: number }
+  | { type: 'start'; call: number; at: number }
+  | { type: 'caller-abort' | 'caller-unsubscribe'; call: number }
   | { type: 'settled'; call: number; error: unknown }
   | { type: 'retry'; call: number; attempt: number };
 
@@ -40,7 +41,7 @@ export function scheduledLink(s: Scheduler, plan: (call: number, attempt: number
       const call = op.id;
       const attempt = (attempts.get(call) ?? 0) + 1;
       attempts.set(call, attempt);
-      log.push({ type: 'send', call, attempt, key: op.context.idempotencyKey });
+      log.push({ type: 'send', call, attempt, key: op.context.idempotencyKey, at: Date.now() });
       const { answer, onUnsubscribe } = plan(call, attempt);
       let answered = false;
       let aborted = false;
