@@ -183,11 +183,14 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
             });
             previousBackoff = delayMs;
           }
-          // Sleeping past the total-time cap only to give up afterwards would waste the caller's time.
-          if (now - startedAt + delayMs > o.maxElapsedMs) return fail(error);
+          // Sleeping to the total-time cap only to give up then would waste the caller's time.
+          if (now - startedAt + delayMs >= o.maxElapsedMs) return fail(error);
 
           cancelBackoff = startTimer(delayMs, () =>
             orFail(() => {
+              // Timers fire late (a 0 ms one after 1 ms, a busy event loop later still): an attempt with no
+              // time left would only cost the server a request.
+              if (Date.now() - startedAt >= o.maxElapsedMs) return fail(error);
               // Checked when the retry is due, not when the error came: by then the answers of concurrent
               // calls have landed, so a burst of lost responses among healthy ones is funded by them.
               if (o.budget && !o.budget.tryAcquireRetry()) return fail(error);

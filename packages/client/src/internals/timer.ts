@@ -12,7 +12,8 @@ export const noTimer: CancelTimer = () => {};
  */
 export function startTimer(ms: number, fn: () => void): CancelTimer {
   if (ms === Number.POSITIVE_INFINITY) return noTimer;
-  let left = Math.max(0, ms);
+  // Whole ms, as setTimeout counts them (a fraction is dropped), so the wait planned is the wait armed.
+  let left = Math.max(0, Math.floor(ms));
   let handle: ReturnType<typeof setTimeout>;
   const arm = () => {
     const step = Math.min(left, MAX_TIMEOUT_MS);
