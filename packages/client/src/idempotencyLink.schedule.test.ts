@@ -11,7 +11,7 @@ import type { IdempotencyCallInfo } from './types.js';
 
 /** `CHAOS_SEED` replays a run; `CHAOS_RUNS` runs more of them. */
 const SEED = Number(process.env.CHAOS_SEED ?? 20_261_203);
-const RUNS = Number(process.env.CHAOS_RUNS ?? 400);
+const RUNS = Number(process.env.CHAOS_RUNS ?? 1_000);
 
 const T0 = Date.UTC(2026, 0, 1);
 
@@ -47,31 +47,53 @@ const answer: fc.Arbitrary<AttemptPlan['answer']> = fc.oneof(
 
 const attemptPlan: fc.Arbitrary<AttemptPlan> = fc.record({
   answer,
-  onUnsubscribe: fc.constantFrom('async', 'sync', 'outlives'),
+  onUnsubscribe: fc.constantFrom('async', 'sync', 'outlives', 'outlives'),
+  // Mostly prompt; sometimes slower than the attempt timeout.
+  latencyMs: fc.oneof(
+    { weight: 3, arbitrary: fc.integer({ min: 0, max: 300 }) },
+    { weight: 1, arbitrary: fc.integer({ min: 0, max: 4_000 }) },
+    { weight: 1, arbitrary: fc.constant('sync' as const) },
+  ),
 });
+
+const oneIn = (n: number) => fc.integer({ min: 1, max: n }).map((k) => k === 1);
 
 const callPlan = fc.record({
   attempts: fc.array(attemptPlan, { minLength: 1, maxLength: 5 }),
-  abort: fc.boolean(),
-  unsubscribe: fc.boolean(),
+  // One call in five is aborted, one in five left by its caller: the rest run to their own end.
+  abort: oneIn(5),
+  unsubscribe: oneIn(5),
   /** The caller brings its own key (unique per call) instead of a generated one. */
   ownKey: fc.boolean(),
 });
 type CallPlan = typeof callPlan extends fc.Arbitrary<infer T> ? T : never;
 
 const linkOptions = fc.record({
-  attempts: fc.integer({ min: 1, max: 4 }),
+  attempts: fc.oneof(
+    { weight: 4, arbitrary: fc.integer({ min: 2, max: 4 }) },
+    { weight: 1, arbitrary: fc.constant(1) },
+  ),
   baseDelayMs: fc.integer({ min: 0, max: 400 }),
   maxDelayMs: fc.integer({ min: 0, max: 2_000 }),
   jitter: fc.constantFrom('full', 'equal', 'decorrelated', 'none'),
-  attemptTimeoutMs: fc.integer({ min: 1, max: 3_000 }),
-  maxElapsedMs: fc.integer({ min: 0, max: 12_000 }),
+  attemptTimeoutMs: fc.oneof(
+    { weight: 3, arbitrary: fc.integer({ min: 200, max: 3_000 }) },
+    { weight: 1, arbitrary: fc.integer({ min: 1, max: 200 }) },
+  ),
+  // Mostly room for retries after a timeout; sometimes a cap that cuts attempts short.
+  maxElapsedMs: fc.oneof(
+    { weight: 3, arbitrary: fc.integer({ min: 6_000, max: 30_000 }) },
+    { weight: 1, arbitrary: fc.integer({ min: 0, max: 3_000 }) },
+  ),
   budget: fc.option(fc.record({ minRetries: fc.integer({ min: 0, max: 3 }), retryRatio: fc.constantFrom(0, 0.5) }), {
     nil: undefined,
   }),
   random: fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
   /** Which user callback throws, if any. */
-  throws: fc.constantFrom('nothing', 'nothing', 'nothing', 'hooks', 'random', 'budget'),
+  throws: fc.oneof(
+    { weight: 9, arbitrary: fc.constant('nothing' as const) },
+    { weight: 1, arbitrary: fc.constantFrom('hooks', 'random', 'budget') },
+  ),
 });
 
 type LinkOptions = typeof linkOptions extends fc.Arbitrary<infer T> ? T : never;
@@ -148,7 +170,7 @@ async function run(s: fc.Scheduler, calls: CallPlan[], opts: LinkOptions) {
     void s.schedule(Promise.resolve(), `start call ${call}`).then(() => {
       log.push({ type: 'start', call, at: Date.now() });
       open.add(call);
-      const subscription = link({ op, next: downstream }).subscribe({
+      const subscription = link({ op, next: downstream.next }).subscribe({
         next: (envelope) =>
           log.push({ type: 'deliver', call, kind: 'next', data: envelope.result.data, at: Date.now() }),
         error: (error) => {
@@ -191,12 +213,55 @@ async function run(s: fc.Scheduler, calls: CallPlan[], opts: LinkOptions) {
     await s.waitOne();
     for (let i = 0; i < 20; i++) await Promise.resolve();
     const started = log.filter((e) => e.type === 'start').length;
-    if (started === calls.length && open.size === 0 && vi.getTimerCount() > 0) {
-      problems.push(`${vi.getTimerCount()} timer(s) left behind once every call had ended`);
+    const linkTimers = vi.getTimerCount() - downstream.timers();
+    if (started === calls.length && open.size === 0 && linkTimers > 0) {
+      problems.push(`${linkTimers} timer(s) left behind once every call had ended`);
       break;
     }
   }
   return { problems: [...problems, ...violations(log, records, opts)], log };
+}
+
+/** How often each situation the test is about came up, so a generator that drifts away from them fails. */
+const coverage = {
+  'a stale attempt’s value delivered': 0,
+  'a stale attempt’s error or complete ignored': 0,
+  'a retry delivered a value': 0,
+  'ended by an attempt timeout': 0,
+  'ended by the caller’s abort': 0,
+  'left by the caller': 0,
+  'failed with attempts to spare (budget, cap, or a final answer)': 0,
+  'user code threw': 0,
+};
+
+function tally(log: readonly Event[], calls: number, opts: LinkOptions) {
+  if (opts.throws !== 'nothing') coverage['user code threw']++;
+  for (let call = 0; call < calls; call++) {
+    const events = log.filter((e) => e.call === call);
+    const endAt = events.findIndex(
+      (e) => (e.type === 'deliver' && e.kind !== 'complete') || e.type === 'caller-unsubscribe',
+    );
+    const end = events[endAt];
+    const sends = events.filter((e) => e.type === 'send').length;
+    const released = new Set<number>();
+    events.slice(0, endAt).forEach((e) => {
+      if (e.type === 'unsubscribe') released.add(e.attempt);
+      if (e.type === 'emit' && e.kind !== 'next' && released.has(e.attempt))
+        coverage['a stale attempt’s error or complete ignored']++;
+    });
+    if (end?.type === 'caller-unsubscribe') coverage['left by the caller']++;
+    if (end?.type !== 'deliver') continue;
+    if (end.kind === 'next') {
+      if (String(end.data) !== `${call}.${sends}`) coverage['a stale attempt’s value delivered']++;
+      else if (sends > 1) coverage['a retry delivered a value']++;
+      continue;
+    }
+    const cause = (end.error as { cause?: { name?: string } }).cause?.name;
+    if (cause === 'AttemptTimeoutError') coverage['ended by an attempt timeout']++;
+    if (cause === 'AbortError' && events.some((e) => e.type === 'caller-abort'))
+      coverage['ended by the caller’s abort']++;
+    if (sends < opts.attempts) coverage['failed with attempts to spare (budget, cap, or a final answer)']++;
+  }
 }
 
 test('under every interleaving of answers, stale answers, timeouts, aborts and unsubscribes, each call ends once, with the value an attempt returned or an error, and leaves nothing behind', async () => {
@@ -211,6 +276,7 @@ test('under every interleaving of answers, stale answers, timeouts, aborts and u
           vi.clearAllTimers();
           vi.setSystemTime(T0); // every run from the same instant: the budget's time slots line up alike
           const { problems, log } = await run(s, calls, opts);
+          tally(log, calls.length, opts);
           if (problems.length > 0) {
             failure = `${problems.join('\n')}\n\nhistory:\n${log.map((e) => JSON.stringify(e)).join('\n')}\n\nschedule:\n${s
               .report()
@@ -226,4 +292,10 @@ test('under every interleaving of answers, stale answers, timeouts, aborts and u
       throw new Error(`seed ${SEED} (replay: CHAOS_SEED=${SEED})\n${failure}\n\n${String(error)}`);
     });
   expect(failure).toBeUndefined();
+  console.info(
+    `[schedule] seed ${SEED}, ${RUNS} runs: ${Object.entries(coverage)
+      .map(([what, n]) => `${what} ${n}`)
+      .join(', ')}`,
+  );
+  for (const [what, n] of Object.entries(coverage)) expect(n, what).toBeGreaterThan(0);
 });

@@ -14,6 +14,11 @@ export interface AttemptPlan {
    * its answer still comes (httpBatchLink while a batch sibling waits for the same request).
    */
   onUnsubscribe: 'async' | 'sync' | 'outlives';
+  /**
+   * Virtual time before the answer is ready; from then on the scheduler decides when it is emitted.
+   * `'sync'`: answered from inside `subscribe` (a cache, a local link).
+   */
+  latencyMs: number | 'sync';
 }
 
 /** What happened, in order, between the link and the downstream and between the link and its caller. */
@@ -33,16 +38,18 @@ type Envelope = OperationResultEnvelope<unknown, TRPCClientError<AnyRouter>>;
  * A terminating link whose every emission is a task of a fast-check scheduler, so the scheduler decides how
  * answers, stale answers and aborts interleave with the link's timers. `op.id` names the logical call; a
  * success carries `"<call>.<attempt>"` as its data so a delivered value can be traced to its attempt.
+ * `timers` counts its own latency timers, so that the link's can be told apart from them.
  */
 export function scheduledLink(s: Scheduler, plan: (call: number, attempt: number) => AttemptPlan, log: Event[]) {
   const attempts = new Map<number, number>();
-  return (op: Operation) =>
+  const latencies = new Set<ReturnType<typeof setTimeout>>();
+  const next = (op: Operation) =>
     observable<Envelope, TRPCClientError<AnyRouter>>((observer) => {
       const call = op.id;
       const attempt = (attempts.get(call) ?? 0) + 1;
       attempts.set(call, attempt);
       log.push({ type: 'send', call, attempt, key: op.context.idempotencyKey, at: Date.now() });
-      const { answer, onUnsubscribe } = plan(call, attempt);
+      const { answer, onUnsubscribe, latencyMs } = plan(call, attempt);
       let answered = false;
       let aborted = false;
       const later = (label: string, fn: () => void) => {
@@ -55,24 +62,38 @@ export function scheduledLink(s: Scheduler, plan: (call: number, attempt: number
       const abortError = () =>
         emit('error', () => observer.error(TRPCClientError.from(new DOMException('aborted', 'AbortError'))));
 
-      if (answer !== 'hang') {
-        later(typeof answer === 'string' ? answer : 'data' in answer ? 'result' : `status ${answer.status}`, () => {
-          if (aborted) return;
-          answered = true;
-          if (answer === 'complete-only') return emit('complete', () => observer.complete());
-          const emission = emissionOf(answer);
-          if ('error' in emission) return emit('error', () => observer.error(emission.error));
-          const data = `${call}.${attempt}`;
-          emit('next', () => observer.next({ ...emission.next, result: { type: 'data', data } }), data);
-          later('complete', () => emit('complete', () => observer.complete()));
-        });
+      const respond = (ready: Exclude<AttemptPlan['answer'], 'hang'>) => {
+        if (aborted) return;
+        answered = true;
+        if (ready === 'complete-only') return emit('complete', () => observer.complete());
+        const emission = emissionOf(ready);
+        if ('error' in emission) return emit('error', () => observer.error(emission.error));
+        const data = `${call}.${attempt}`;
+        emit('next', () => observer.next({ ...emission.next, result: { type: 'data', data } }), data);
+        later('complete', () => emit('complete', () => observer.complete()));
+      };
+      let latency: ReturnType<typeof setTimeout> | undefined;
+      if (answer !== 'hang' && latencyMs === 'sync') respond(answer);
+      else if (answer !== 'hang' && latencyMs !== 'sync') {
+        const label = typeof answer === 'string' ? answer : 'data' in answer ? 'result' : `status ${answer.status}`;
+        const handle = setTimeout(() => {
+          latencies.delete(handle);
+          later(label, () => respond(answer));
+        }, latencyMs);
+        latencies.add(handle);
+        latency = handle;
       }
       return () => {
         log.push({ type: 'unsubscribe', call, attempt });
         if (answered || onUnsubscribe === 'outlives') return;
         aborted = true;
+        if (latency !== undefined) {
+          clearTimeout(latency);
+          latencies.delete(latency);
+        }
         if (onUnsubscribe === 'sync') abortError();
         else later('AbortError', abortError);
       };
     });
+  return { next, timers: () => latencies.size };
 }
