@@ -65,3 +65,28 @@ test("with httpBatchLink, a timed-out attempt's late answer (its batch sibling k
   const rows = await app.rowsPerKey();
   expect(rows.get(info.key!)).toBe(1);
 });
+
+test("with httpBatchLink, a timed-out attempt's late answer racing its retry (held on the server until the original commits) gives the caller the one payment, whichever answer wins", async () => {
+  server.setFault(() => 'pass');
+  const settled: IdempotencySettledEvent[] = [];
+  // The retry goes out at ~300-350 ms and waits on the server for the original (600 ms) to commit.
+  const client = createTestClient(server.url, {
+    batch: true,
+    link: { attemptTimeoutMs: 300, baseDelayMs: 50, onSettled: (e) => settled.push(e) },
+  });
+  const info = newInfo();
+  const executionsBefore = app.executions.get('payments.create') ?? 0;
+
+  const [payment, note] = await Promise.allSettled([
+    client.payments.create.mutate({ amount: 8, delayMs: 600 }, { context: { idempotencyInfo: info } }),
+    client.orders.note.mutate({ text: 'sibling' }),
+  ]);
+
+  expect(note).toEqual({ status: 'fulfilled', value: 'sibling' });
+  expect(app.executions.get('payments.create')! - executionsBefore).toBe(1);
+  expect(payment).toMatchObject({ status: 'fulfilled', value: { amount: 8, key: info.key } });
+  expect(settled.map((e) => e.error)).toEqual([undefined]);
+  expect(info.attempts).toBe(2);
+  const rows = await app.rowsPerKey();
+  expect(rows.get(info.key!)).toBe(1);
+});
