@@ -26,10 +26,11 @@ export function violations(
   const keys = new Map<unknown, number>();
   for (const { call, info, givenKey } of calls) {
     const say = (what: string) => out.push(`call ${call}: ${what}`);
-    const events = log.map((e, at) => ({ e, at })).filter(({ e }) => e.call === call);
+    // `seq`: the position in the log, which orders events that happened at the same virtual time.
+    const events = log.map((e, seq) => ({ e, seq })).filter(({ e }) => e.call === call);
     const end = events.find(({ e }) => isEnd(e));
-    const endAt = end?.at ?? Number.POSITIVE_INFINITY;
-    const unsubscribedAt = events.find(({ e }) => e.type === 'caller-unsubscribe')?.at ?? Number.POSITIVE_INFINITY;
+    const endAt = end?.seq ?? Number.POSITIVE_INFINITY;
+    const unsubscribedAt = events.find(({ e }) => e.type === 'caller-unsubscribe')?.seq ?? Number.POSITIVE_INFINITY;
     const delivered = events.filter(({ e }) => e.type === 'deliver');
     const shape = delivered.map(({ e }) => (e as { kind: string }).kind).join(',');
 
@@ -39,7 +40,7 @@ export function violations(
       say(`delivered ${shape} instead of one value then complete, or one error`);
     }
     if (unsubscribedAt < Number.POSITIVE_INFINITY) {
-      if (delivered.some(({ at }) => at > unsubscribedAt)) say('delivered something after its caller unsubscribed');
+      if (delivered.some(({ seq }) => seq > unsubscribedAt)) say('delivered something after its caller unsubscribed');
       if (!['', 'next', 'next,complete', 'error'].includes(shape)) say(`delivered ${shape}`);
     }
 
@@ -48,12 +49,12 @@ export function violations(
     const value = delivered.find(({ e }) => e.type === 'deliver' && e.kind === 'next');
     if (value) {
       const data = (value.e as { data?: unknown }).data;
-      if (!successes.some(({ e, at }) => at < value.at && (e as { data?: unknown }).data === data)) {
+      if (!successes.some(({ e, seq }) => seq < value.seq && (e as { data?: unknown }).data === data)) {
         say(`delivered ${String(data)}, which no attempt of this call returned`);
       }
     }
     const firstSuccess = successes[0];
-    if (firstSuccess && firstSuccess.at < endAt) {
+    if (firstSuccess && firstSuccess.seq < endAt) {
       const data = (firstSuccess.e as { data?: unknown }).data;
       if (end?.e.type !== 'deliver' || end.e.kind !== 'next' || end.e.data !== data) {
         say(`attempt returned ${String(data)} before the call ended, yet the caller got ${describe(end?.e)}`);
@@ -62,7 +63,7 @@ export function violations(
 
     // Nothing is sent once the call has ended; one key on every attempt; no more attempts than allowed.
     const sends = events.filter(({ e }) => e.type === 'send');
-    if (sends.some(({ at }) => at > endAt)) say('sent an attempt after the call had ended');
+    if (sends.some(({ seq }) => seq > endAt)) say('sent an attempt after the call had ended');
     const sentKeys = new Set(sends.map(({ e }) => (e as { key: unknown }).key));
     if (sentKeys.size > 1) say(`sent ${sentKeys.size} different keys`);
     const key = [...sentKeys][0];
@@ -83,6 +84,18 @@ export function violations(
     if (info.attempts !== sends.length) say(`info.attempts is ${info.attempts}, ${sends.length} were sent`);
     const retries = events.filter(({ e }) => e.type === 'retry').length;
     if (sends.length > 0 && retries !== sends.length - 1) say(`onRetry ran ${retries} times for ${sends.length} sends`);
+
+    // A retry after an error the server gave a wait for (while its attempt was current) waits at least that.
+    for (const { e } of sends) {
+      if (e.type !== 'send' || e.attempt < 2) continue;
+      const previous = events.filter(({ e: x }) => 'attempt' in x && x.attempt === e.attempt - 1);
+      const asked = previous.find(({ e: x }) => x.type === 'emit' && x.kind === 'error');
+      const letGoFirst = previous.some(({ e: x, seq }) => x.type === 'unsubscribe' && asked && seq < asked.seq);
+      if (!asked || letGoFirst || asked.e.type !== 'emit' || asked.e.waitMs === undefined) continue;
+      if (e.at - asked.e.at < asked.e.waitMs) {
+        say(`attempt ${e.attempt} went ${e.at - asked.e.at} ms after the server asked to wait ${asked.e.waitMs} ms`);
+      }
+    }
 
     // Every attempt is let go of: it ended by itself or was unsubscribed.
     for (const { e } of sends) {

@@ -24,7 +24,16 @@ export interface AttemptPlan {
 /** What happened, in order, between the link and the downstream and between the link and its caller. */
 export type Event =
   | { type: 'send'; call: number; attempt: number; key: unknown; at: number }
-  | { type: 'emit'; call: number; attempt: number; kind: 'next' | 'error' | 'complete'; data?: unknown }
+  | {
+      type: 'emit';
+      call: number;
+      attempt: number;
+      kind: 'next' | 'error' | 'complete';
+      data?: unknown;
+      /** The wait the server asked for with this error (`retryAfterMs` or `Retry-After`). */
+      waitMs?: number;
+      at: number;
+    }
   | { type: 'unsubscribe'; call: number; attempt: number }
   | { type: 'deliver'; call: number; kind: 'next' | 'error' | 'complete'; data?: unknown; error?: unknown; at: number }
   | { type: 'start'; call: number; at: number }
@@ -55,8 +64,16 @@ export function scheduledLink(s: Scheduler, plan: (call: number, attempt: number
       const later = (label: string, fn: () => void) => {
         void s.schedule(Promise.resolve(), `call ${call} attempt ${attempt}: ${label}`).then(fn);
       };
-      const emit = (kind: 'next' | 'error' | 'complete', fn: () => void, data?: unknown) => {
-        log.push({ type: 'emit', call, attempt, kind, ...(data !== undefined && { data }) });
+      const emit = (kind: 'next' | 'error' | 'complete', fn: () => void, data?: unknown, waitMs?: number) => {
+        log.push({
+          type: 'emit',
+          call,
+          attempt,
+          kind,
+          at: Date.now(),
+          ...(data !== undefined && { data }),
+          ...(waitMs !== undefined && { waitMs }),
+        });
         fn();
       };
       const abortError = () =>
@@ -67,7 +84,7 @@ export function scheduledLink(s: Scheduler, plan: (call: number, attempt: number
         answered = true;
         if (ready === 'complete-only') return emit('complete', () => observer.complete());
         const emission = emissionOf(ready);
-        if ('error' in emission) return emit('error', () => observer.error(emission.error));
+        if ('error' in emission) return emit('error', () => observer.error(emission.error), undefined, waitOf(ready));
         const data = `${call}.${attempt}`;
         emit('next', () => observer.next({ ...emission.next, result: { type: 'data', data } }), data);
         later('complete', () => emit('complete', () => observer.complete()));
@@ -96,4 +113,10 @@ export function scheduledLink(s: Scheduler, plan: (call: number, attempt: number
       };
     });
   return { next, timers: () => latencies.size };
+}
+
+function waitOf(answer: Exclude<AttemptPlan['answer'], 'hang'>): number | undefined {
+  if (typeof answer === 'string' || 'data' in answer) return undefined;
+  const seconds = answer.headers?.['retry-after'];
+  return answer.retryAfterMs ?? (seconds === undefined ? undefined : Number(seconds) * 1000);
 }
