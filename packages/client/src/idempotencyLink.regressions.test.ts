@@ -16,16 +16,16 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-/**
- * A downstream that never answers on its own and, like some links do, errors synchronously from inside its
- * unsubscribe (an AbortError). Counts what it was sent.
- */
 /** User code that throws. */
 const boom = new Error('user code that throws');
 const throws: () => never = () => {
   throw boom;
 };
 
+/**
+ * A downstream that never answers on its own and, like some links do, errors synchronously from inside its
+ * unsubscribe (an AbortError). Counts what it was sent.
+ */
 function abortsSynchronously() {
   const sent: Operation[] = [];
   const next = (op: Operation) =>
