@@ -1,4 +1,5 @@
 import { createTRPCUntypedClient, type Operation, TRPCClientError } from '@trpc/client';
+import { type Observer, observable } from '@trpc/server/observable';
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { type Answer, ok, scriptedLink } from './__tests__/scriptedLink.js';
 import { getIdempotencyReason } from './idempotencyError.js';
@@ -167,6 +168,75 @@ describe('total-time cap', () => {
   });
 });
 
+describe('timer values past setTimeout’s 2^31−1 ms', () => {
+  const DAY = 86_400_000;
+
+  test('maxElapsedMs and attemptTimeoutMs of Infinity arm no attempt timer: a slow attempt is left to answer', async () => {
+    const { client, seen } = setup(() => 'hang', {
+      maxElapsedMs: Number.POSITIVE_INFINITY,
+      attemptTimeoutMs: Number.POSITIVE_INFINITY,
+    });
+    const call = settle(client.mutation('pay', {}));
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.aborted).toBe(false);
+    expect(call.done).toBe(false);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  test('an attemptTimeoutMs of 30 days under maxElapsedMs Infinity aborts the attempt after 30 days, not 1 ms', async () => {
+    const { client, seen } = setup((n) => (n === 1 ? 'hang' : ok()), {
+      maxElapsedMs: Number.POSITIVE_INFINITY,
+      attemptTimeoutMs: 30 * DAY,
+      random: () => 0,
+    });
+    const call = settle(client.mutation('pay', {}));
+    await vi.advanceTimersByTimeAsync(30 * DAY - 1);
+    expect(seen[0]!.aborted).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(seen[0]!.aborted).toBe(true);
+    await vi.runAllTimersAsync();
+    expect(call.value).toBe('ok');
+  });
+
+  test.each([
+    ['a backoff', 'network', { baseDelayMs: 30 * DAY, maxDelayMs: 30 * DAY, jitter: 'none' }],
+    ['a Retry-After', { status: 503, headers: { 'retry-after': String(30 * 86_400) } }, {}],
+    ['a retryAfterMs', { status: 409, reason: 'in_progress', retryAfterMs: 30 * DAY }, {}],
+  ] as const)('%s of 30 days under maxElapsedMs Infinity waits 30 days, not 1 ms', async (_, first, opts) => {
+    const { client, gaps } = setup((n) => (n === 1 ? first : ok()), {
+      maxElapsedMs: Number.POSITIVE_INFINITY,
+      ...opts,
+    });
+    const call = settle(client.mutation('pay', {}));
+    await vi.advanceTimersByTimeAsync(30 * DAY - 1);
+    expect(call.done).toBe(false);
+    await vi.runAllTimersAsync();
+    expect(call.value).toBe('ok');
+    expect(gaps()).toEqual([30 * DAY]);
+  });
+
+  test('unsubscribing during a 30-day backoff leaves no timer behind', async () => {
+    const server = scriptedLink(() => unavailable);
+    const link = idempotencyLink<any>({
+      procedures: 'all',
+      budget: false,
+      maxElapsedMs: Number.POSITIVE_INFINITY,
+      baseDelayMs: 30 * DAY,
+      maxDelayMs: 30 * DAY,
+      jitter: 'none',
+    })({});
+    const op: Operation = { id: 1, type: 'mutation', path: 'pay', input: {}, context: {}, signal: null };
+    const subscription = link({ op, next: (o) => server.link({})({ op: o, next: () => never() }) }).subscribe({});
+    await vi.advanceTimersByTimeAsync(20 * DAY);
+    expect(vi.getTimerCount()).toBe(1);
+    subscription.unsubscribe();
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(30 * DAY);
+    expect(server.seen).toHaveLength(1);
+  });
+});
+
 describe('retry policy', () => {
   test.each([
     [400, undefined],
@@ -235,6 +305,91 @@ describe('attempt timeout within the total-time cap', () => {
     expect(seen[1]!.aborted).toBe(true);
     expect(call.done).toBe(true); // the next backoff (2 s) would end past 3 s
     expect((call.error as Error).cause).toMatchObject({ name: 'AttemptTimeoutError' });
+  });
+});
+
+describe('which attempt may end a call', () => {
+  /**
+   * A downstream whose attempts answer only when the test says so, and keep answering after an unsubscribe
+   * (as an httpBatchLink request does while a batch sibling still waits for it).
+   */
+  function manual() {
+    const attempts: { observer: Observer<any, any>; unsubscribed: boolean }[] = [];
+    const next = (_op: Operation) =>
+      observable<any, any>((observer) => {
+        const attempt = { observer, unsubscribed: false };
+        attempts.push(attempt);
+        return () => {
+          attempt.unsubscribed = true;
+        };
+      });
+    const result = (data: unknown) => ({ result: { type: 'data', data }, context: {} });
+    return { attempts, next, result };
+  }
+
+  function start(downstream: ReturnType<typeof manual>, opts: Partial<IdempotencyLinkOptions<any>> = {}) {
+    const link = idempotencyLink<any>({
+      procedures: 'all',
+      budget: false,
+      attemptTimeoutMs: 1_000,
+      baseDelayMs: 500,
+      jitter: 'none',
+      ...opts,
+    })({});
+    const op: Operation = { id: 1, type: 'mutation', path: 'pay', input: {}, context: {}, signal: null };
+    const events: unknown[] = [];
+    link({ op, next: downstream.next }).subscribe({
+      next: (envelope) => events.push(envelope.result.data),
+      error: (error) => events.push(error),
+      complete: () => events.push('complete'),
+    });
+    return events;
+  }
+
+  test("a timed-out attempt's late result, arriving while the retry waits, is the call's result; nothing more is sent", async () => {
+    const downstream = manual();
+    const events = start(downstream);
+    await vi.advanceTimersByTimeAsync(1_000); // attempt 1 times out; the retry waits 500 ms
+    expect(downstream.attempts[0]!.unsubscribed).toBe(true);
+    downstream.attempts[0]!.observer.next(downstream.result('charged'));
+    downstream.attempts[0]!.observer.complete();
+    expect(events).toEqual(['charged', 'complete']);
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(downstream.attempts).toHaveLength(1);
+  });
+
+  test("a timed-out attempt's late result while its retry runs ends the call and lets go of the retry", async () => {
+    const downstream = manual();
+    const events = start(downstream);
+    await vi.advanceTimersByTimeAsync(1_500); // attempt 2 is running
+    expect(downstream.attempts).toHaveLength(2);
+    downstream.attempts[0]!.observer.next(downstream.result('charged'));
+    expect(events).toEqual(['charged', 'complete']);
+    expect(downstream.attempts[1]!.unsubscribed).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  test("a timed-out attempt's late complete or error changes nothing: the current attempt decides", async () => {
+    const downstream = manual();
+    const events = start(downstream);
+    await vi.advanceTimersByTimeAsync(1_000);
+    downstream.attempts[0]!.observer.complete();
+    await vi.advanceTimersByTimeAsync(500); // the retry is still sent
+    expect(downstream.attempts).toHaveLength(2);
+    downstream.attempts[0]!.observer.error(TRPCClientError.from(new Error('late')));
+    expect(events).toEqual([]);
+    downstream.attempts[1]!.observer.next(downstream.result('replayed'));
+    expect(events).toEqual(['replayed', 'complete']);
+  });
+
+  test('the current attempt completing without a result fails the call, without a retry', async () => {
+    const downstream = manual();
+    const events = start(downstream);
+    downstream.attempts[0]!.observer.complete();
+    expect(events).toEqual([expect.objectContaining({ message: expect.stringMatching(/without a result/) })]);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(downstream.attempts).toHaveLength(1);
   });
 });
 

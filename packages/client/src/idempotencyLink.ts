@@ -1,4 +1,10 @@
-import { type Operation, type OperationContext, TRPCClientError, type TRPCLink } from '@trpc/client';
+import {
+  type Operation,
+  type OperationContext,
+  type OperationResultEnvelope,
+  TRPCClientError,
+  type TRPCLink,
+} from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import { observable, type Unsubscribable } from '@trpc/server/observable';
 import { AttemptTimeoutError } from './idempotencyError.js';
@@ -7,6 +13,7 @@ import { isValidKey } from './internals/keyHeaders.js';
 import { type IdempotencyLinkOptions, resolveOptions } from './internals/options.js';
 import { wasReplayed } from './internals/responseMeta.js';
 import { classifyError } from './internals/retryPolicy.js';
+import { noTimer, startTimer } from './internals/timer.js';
 import type { IdempotencyCallInfo } from './types.js';
 
 /**
@@ -51,33 +58,55 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         let attempt = 0;
         let previousBackoff: number | undefined;
         let current: Unsubscribable | undefined;
-        let attemptTimer: ReturnType<typeof setTimeout> | undefined;
-        let backoffTimer: ReturnType<typeof setTimeout> | undefined;
+        let cancelAttemptTimer = noTimer;
+        let cancelBackoff = noTimer;
         let finished = false;
-        let attemptContext: OperationContext = {};
 
         const stopAttempt = () => {
-          clearTimeout(attemptTimer);
+          cancelAttemptTimer();
           current?.unsubscribe();
           current = undefined;
         };
 
         /** Records the outcome once: the call will send nothing more. */
         const settle = (error?: unknown) => {
-          if (finished) return;
           finished = true;
-          clearTimeout(backoffTimer);
-          clearTimeout(attemptTimer);
+          cancelBackoff();
+          stopAttempt();
           op.signal?.removeEventListener('abort', onAbort);
           info.settled = true;
-          o.onSettled?.({ op, key, attempts: info.attempts, replayed: info.replayed, settled: true, error });
+          const event = { op, key, attempts: info.attempts, replayed: info.replayed, settled: true, error };
+          unthrowing('onSettled', () => o.onSettled?.(event));
         };
 
         const fail = (error: unknown) => {
           if (finished) return;
           settle(error);
-          stopAttempt();
           observer.error(TRPCClientError.from(error as Error));
+        };
+
+        const succeed = (
+          envelope: OperationResultEnvelope<unknown, TRPCClientError<TRouter>>,
+          context: OperationContext,
+        ) => {
+          answered();
+          info.replayed = wasReplayed(envelope.context, context);
+          // Settled before passing the result on: the caller may unsubscribe as soon as it has it.
+          settle();
+          observer.next(envelope);
+          observer.complete();
+        };
+
+        // The server stood behind an answer: it is up, which funds other calls' retries.
+        const answered = () => unthrowing('budget.recordAnswered', () => o.budget?.recordAnswered());
+
+        /** User code deciding a retry (random, the budget) or a link that throws ends the call with what it threw. */
+        const orFail = (fn: () => void) => {
+          try {
+            fn();
+          } catch (thrown) {
+            fail(thrown);
+          }
         };
 
         // Cancels a pending backoff or a running attempt at once; nothing more is sent.
@@ -91,54 +120,48 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           info.attempts = attempt;
           // A fresh context per attempt: idempotencyHeaders records its batch position against it.
           const context: OperationContext = { ...op.context, idempotencyKey: key };
-          attemptContext = context;
           const attemptOp: Operation = { ...op, context };
           const remaining = o.maxElapsedMs - (Date.now() - startedAt);
           const timeoutMs = Math.max(1, Math.min(o.attemptTimeoutMs, remaining));
-          let attemptDone = false;
-          let succeeded = false;
-          attemptTimer = setTimeout(() => {
-            attemptDone = true;
+          // Only the current attempt may fail the call or retry it. It stops being current when it times out
+          // or fails; a stale attempt can still answer (with httpBatchLink its request lives on while a batch
+          // sibling waits for it), and only its result is taken: the server's answer for this key.
+          let isCurrent = true;
+          const moveOn = (error: unknown) => {
+            // Stale first: what the attempt emits while being let go (an AbortError from inside its
+            // unsubscribe, say) must not count as a second failure and start a second retry.
+            isCurrent = false;
             stopAttempt(); // the HTTP links abort their request when unsubscribed
-            onAttemptError(TRPCClientError.from(new AttemptTimeoutError(timeoutMs)));
-          }, timeoutMs);
+            orFail(() => onAttemptError(error, context));
+          };
+          cancelAttemptTimer = startTimer(timeoutMs, () =>
+            moveOn(TRPCClientError.from(new AttemptTimeoutError(timeoutMs))),
+          );
 
           const subscription = next(attemptOp).subscribe({
             next(envelope) {
-              if (finished || attemptDone) return;
-              attemptDone = true;
-              succeeded = true;
-              o.budget?.recordAnswered();
-              info.replayed = wasReplayed(envelope.context, context);
-              // Settled before passing the result on: the caller may unsubscribe as soon as it has it.
-              settle();
-              observer.next(envelope);
+              if (!finished) succeed(envelope, context);
             },
             error(error) {
-              if (finished || attemptDone) return;
-              attemptDone = true;
-              clearTimeout(attemptTimer);
-              onAttemptError(error);
+              if (!finished && isCurrent) moveOn(error);
             },
             complete() {
-              if (!finished) settle();
-              observer.complete();
+              // After a result the call has already completed; without one, the current attempt failed.
+              if (!finished && isCurrent) fail(new Error(`idempotencyLink: ${op.path} completed without a result`));
             },
           });
-          // A synchronous failure (or abort) may already have moved on: drop this attempt then.
-          if (!succeeded && (attemptDone || finished)) subscription.unsubscribe();
+          // A synchronous answer (or abort) may already have moved on: drop this attempt then.
+          if (finished || !isCurrent) subscription.unsubscribe();
           else current = subscription;
         };
 
-        const onAttemptError = (error: unknown) => {
-          current = undefined;
+        const onAttemptError = (error: unknown, context: OperationContext) => {
           const now = Date.now();
           const verdict = classifyError(error, now);
           if (!verdict.retry) {
-            // The server stood behind this answer: it is up, which funds other calls' retries.
-            o.budget?.recordAnswered();
+            answered();
             // A stored error (a business CONFLICT, say) is replayed too.
-            info.replayed = wasReplayed((error as { meta?: unknown }).meta, attemptContext);
+            info.replayed = wasReplayed((error as { meta?: unknown }).meta, context);
             fail(error);
             return;
           }
@@ -160,16 +183,21 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
             });
             previousBackoff = delayMs;
           }
-          // Sleeping past the total-time cap only to give up afterwards would waste the caller's time.
-          if (now - startedAt + delayMs > o.maxElapsedMs) return fail(error);
+          // Sleeping to the total-time cap only to give up then would waste the caller's time.
+          if (now - startedAt + delayMs >= o.maxElapsedMs) return fail(error);
 
-          backoffTimer = setTimeout(() => {
-            // Checked when the retry is due, not when the error came: by then the answers of concurrent
-            // calls have landed, so a burst of lost responses among healthy ones is funded by them.
-            if (o.budget && !o.budget.tryAcquireRetry()) return fail(error);
-            o.onRetry?.({ op, attempt: attempt + 1, delayMs, error, key });
-            send();
-          }, delayMs);
+          cancelBackoff = startTimer(delayMs, () =>
+            orFail(() => {
+              // Timers fire late (a 0 ms one after 1 ms, a busy event loop later still): an attempt with no
+              // time left would only cost the server a request.
+              if (Date.now() - startedAt >= o.maxElapsedMs) return fail(error);
+              // Checked when the retry is due, not when the error came: by then the answers of concurrent
+              // calls have landed, so a burst of lost responses among healthy ones is funded by them.
+              if (o.budget && !o.budget.tryAcquireRetry()) return fail(error);
+              unthrowing('onRetry', () => o.onRetry?.({ op, attempt: attempt + 1, delayMs, error, key }));
+              send();
+            }),
+          );
         };
 
         if (op.signal?.aborted) return onAbort();
@@ -179,10 +207,23 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         return () => {
           // Unsubscribing cancels like an abort, but silently: nobody is listening any more.
           finished = true;
-          clearTimeout(backoffTimer);
+          cancelBackoff();
           stopAttempt();
           op.signal?.removeEventListener('abort', onAbort);
         };
       });
     };
+}
+
+/**
+ * Hooks and the budget's bookkeeping are telemetry: what they throw is logged and changes nothing. Thrown into
+ * the link it would swallow a result the server committed, leave a call without its retry, or escape from the
+ * caller's `abort()`.
+ */
+function unthrowing(name: string, fn: () => void): void {
+  try {
+    fn();
+  } catch (error) {
+    console.error(`idempotencyLink: ${name} threw; the call goes on as if it had not`, error);
+  }
 }

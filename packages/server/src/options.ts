@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import type { StoreErrorsOption } from './errors/error-policy.js';
 import { DEFAULT_STORED_ERROR_CODES } from './errors/error-policy.js';
 import type { IdempotencyEvent } from './events.js';
+import { DEFAULT_ENCODE_LIMITS, type EncodeLimits } from './fingerprint/canonical-encode.js';
 import { defaultSerializer, type Serializer } from './serialize/serializer.js';
 import type { DialectName } from './store/dialects/dialect.js';
 import type { PgPoolLike } from './store/pg-pool-like.js';
@@ -64,6 +65,16 @@ export interface IdempotencyOptions<TContext, DB, TRequired extends boolean = tr
   storeErrors?: StoreErrorsOption;
   /** A larger serialized result is not stored: the call fails with `response_too_large`, writes rolled back. Default 1 MiB. */
   maxResponseBytes?: number;
+  /**
+   * A larger input is refused with 413 PAYLOAD_TOO_LARGE before the claim: its size as the fingerprint reads it
+   * (characters of text, bytes of files). Bounds the memory and CPU a hostile input costs. Default 16 MiB.
+   */
+  maxInputBytes?: number;
+  /**
+   * An input nested deeper (arrays, objects, Maps, Sets) is refused with 400 BAD_REQUEST before the claim, instead
+   * of overflowing the stack. Default 100.
+   */
+  maxInputDepth?: number;
   /** Called once per outcome (executed, replayed, waited, conflict, mismatch, released, taken_over); must not throw. */
   onEvent?: (event: IdempotencyEvent) => void;
   /**
@@ -91,6 +102,8 @@ export interface ResolvedOptions<TContext> {
   serializer: Serializer;
   storeErrors: StoreErrorsOption;
   maxResponseBytes: number;
+  /** `maxInputDepth` and `maxInputBytes`, as the fingerprint takes them. */
+  inputLimits: EncodeLimits;
   onEvent: ((event: IdempotencyEvent) => void) | undefined;
   pool: PgPoolLike | undefined;
   dialect: DialectName | undefined;
@@ -105,6 +118,8 @@ export const DEFAULTS = {
   required: true,
   table: 'idempotency_keys',
   maxResponseBytes: 1_048_576,
+  maxInputBytes: DEFAULT_ENCODE_LIMITS.maxBytes,
+  maxInputDepth: DEFAULT_ENCODE_LIMITS.maxDepth,
   cacheEntries: 10_000,
   cacheBytes: 64 * 1_048_576,
 } as const;
@@ -139,6 +154,10 @@ export function resolveOptions<TContext, DB>(
     serializer: checkSerializer(opts.serializer ?? defaultSerializer),
     storeErrors: opts.storeErrors ?? DEFAULT_STORED_ERROR_CODES,
     maxResponseBytes: positiveInt('maxResponseBytes', opts.maxResponseBytes ?? DEFAULTS.maxResponseBytes, 1),
+    inputLimits: {
+      maxBytes: positiveInt('maxInputBytes', opts.maxInputBytes ?? DEFAULTS.maxInputBytes, 1),
+      maxDepth: positiveInt('maxInputDepth', opts.maxInputDepth ?? DEFAULTS.maxInputDepth, 1),
+    },
     onEvent: opts.onEvent,
     pool: checkPool(opts.pool),
     dialect: checkDialect(opts.dialect),

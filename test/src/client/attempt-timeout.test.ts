@@ -1,3 +1,4 @@
+import type { IdempotencySettledEvent } from '@trpc-idempotency/client';
 import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
 import { afterAll, beforeAll, expect, inject, test } from 'vitest';
 import { createTestClient, newInfo, unquote } from './support/client.ts';
@@ -33,4 +34,59 @@ test('a hung attempt is aborted after attemptTimeoutMs and retried with the same
   expect(server.seen[0]!.abandonedAt!).toBeLessThanOrEqual(server.seen[1]!.at);
   expect(info.attempts).toBe(2);
   expect(app.executions.get('payments.create')).toBe(1);
+});
+
+test("with httpBatchLink, a timed-out attempt's late answer (its batch sibling kept the request alive) never ends the call without the server's result", async () => {
+  server.setFault(() => 'pass');
+  const settled: IdempotencySettledEvent[] = [];
+  // The retry waits 1 s (no jitter), so the first attempt's late answer (~600 ms) comes while it is pending.
+  const client = createTestClient(server.url, {
+    batch: true,
+    link: { attemptTimeoutMs: 300, baseDelayMs: 1_000, jitter: 'none', onSettled: (e) => settled.push(e) },
+  });
+  const info = newInfo();
+  const executionsBefore = app.executions.get('payments.create') ?? 0;
+  const firstRequest = server.seen.length;
+
+  // Same tick, one batch: the unguarded sibling keeps the HTTP request alive after the guarded attempt gives up.
+  const [payment, note] = await Promise.allSettled([
+    client.payments.create.mutate({ amount: 7, delayMs: 600 }, { context: { idempotencyInfo: info } }),
+    client.orders.note.mutate({ text: 'sibling' }),
+  ]);
+
+  expect(server.seen[firstRequest]!.path).toBe('/payments.create,orders.note');
+  expect(note).toEqual({ status: 'fulfilled', value: 'sibling' });
+  // The server charged once; the caller must be given that charge, never an error or an empty completion.
+  expect(app.executions.get('payments.create')! - executionsBefore).toBe(1);
+  expect(payment).toMatchObject({ status: 'fulfilled', value: { amount: 7, key: info.key } });
+  expect(settled).toHaveLength(1);
+  expect(settled[0]!.error).toBeUndefined();
+  expect(info.settled).toBe(true);
+  const rows = await app.rowsPerKey();
+  expect(rows.get(info.key!)).toBe(1);
+});
+
+test("with httpBatchLink, a timed-out attempt's late answer racing its retry (held on the server until the original commits) gives the caller the one payment, whichever answer wins", async () => {
+  server.setFault(() => 'pass');
+  const settled: IdempotencySettledEvent[] = [];
+  // The retry goes out at ~300-350 ms and waits on the server for the original (600 ms) to commit.
+  const client = createTestClient(server.url, {
+    batch: true,
+    link: { attemptTimeoutMs: 300, baseDelayMs: 50, onSettled: (e) => settled.push(e) },
+  });
+  const info = newInfo();
+  const executionsBefore = app.executions.get('payments.create') ?? 0;
+
+  const [payment, note] = await Promise.allSettled([
+    client.payments.create.mutate({ amount: 8, delayMs: 600 }, { context: { idempotencyInfo: info } }),
+    client.orders.note.mutate({ text: 'sibling' }),
+  ]);
+
+  expect(note).toEqual({ status: 'fulfilled', value: 'sibling' });
+  expect(app.executions.get('payments.create')! - executionsBefore).toBe(1);
+  expect(payment).toMatchObject({ status: 'fulfilled', value: { amount: 8, key: info.key } });
+  expect(settled.map((e) => e.error)).toEqual([undefined]);
+  expect(info.attempts).toBe(2);
+  const rows = await app.rowsPerKey();
+  expect(rows.get(info.key!)).toBe(1);
 });

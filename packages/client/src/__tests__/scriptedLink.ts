@@ -1,4 +1,4 @@
-import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
+import { type Operation, type OperationResultEnvelope, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import { observable } from '@trpc/server/observable';
 
@@ -35,29 +35,10 @@ export function scriptedLink(script: (attempt: number, op: Operation) => Answer)
         queueMicrotask(() => {
           if (cancelled || answer === 'hang') return;
           done = true;
-          if (answer === 'network') {
-            observer.error(TRPCClientError.from(new TypeError('fetch failed')));
-          } else if ('data' in answer) {
-            const response = new Response(null, { status: 200, headers: answer.headers });
-            observer.next({ result: { type: 'data', data: answer.data }, context: { response } });
-            observer.complete();
-          } else {
-            const response = new Response(null, { status: answer.status, headers: answer.headers });
-            const idempotency = answer.reason
-              ? {
-                  reason: answer.reason,
-                  ...(answer.retryAfterMs !== undefined && { retryAfterMs: answer.retryAfterMs }),
-                }
-              : undefined;
-            const body = {
-              error: {
-                code: -32603,
-                message: `status ${answer.status}`,
-                data: { httpStatus: answer.status, idempotency },
-              },
-            };
-            observer.error(TRPCClientError.from(body, { meta: { response } }));
-          }
+          const emission = emissionOf(answer);
+          if ('error' in emission) return observer.error(emission.error);
+          observer.next(emission.next);
+          observer.complete();
         });
         return () => {
           cancelled = true;
@@ -65,6 +46,25 @@ export function scriptedLink(script: (attempt: number, op: Operation) => Answer)
         };
       });
   return { link, seen };
+}
+
+/** What httpLink would emit for an answer: a result envelope, or the TRPCClientError it makes. */
+export function emissionOf(
+  answer: Exclude<Answer, 'hang'>,
+): { next: OperationResultEnvelope<unknown, TRPCClientError<AnyRouter>> } | { error: TRPCClientError<AnyRouter> } {
+  if (answer === 'network') return { error: TRPCClientError.from(new TypeError('fetch failed')) };
+  if ('data' in answer) {
+    const response = new Response(null, { status: 200, headers: answer.headers });
+    return { next: { result: { type: 'data', data: answer.data }, context: { response } } };
+  }
+  const response = new Response(null, { status: answer.status, headers: answer.headers });
+  const idempotency = answer.reason
+    ? { reason: answer.reason, ...(answer.retryAfterMs !== undefined && { retryAfterMs: answer.retryAfterMs }) }
+    : undefined;
+  const body = {
+    error: { code: -32603, message: `status ${answer.status}`, data: { httpStatus: answer.status, idempotency } },
+  };
+  return { error: TRPCClientError.from(body, { meta: { response } }) };
 }
 
 export const ok = (data: unknown = 'ok'): Answer => ({ data });

@@ -40,3 +40,19 @@ describe('backoffDelay', () => {
     expect(next(8000, 1)).toBe(10_000);
   });
 });
+
+describe('backoffDelay with a random source out of [0, 1)', () => {
+  test.each([
+    ['full', 2],
+    ['full', -1],
+    ['full', Number.NaN],
+    ['equal', Number.NaN],
+    ['decorrelated', Number.NaN],
+    ['decorrelated', 5],
+  ] as const)('%s jitter with random() = %s stays a finite wait within [0, the ceiling of retry 3]', (jitter, r) => {
+    const delay = backoffDelay({ ...base, retry: 3, jitter, random: () => r });
+    expect(Number.isFinite(delay)).toBe(true);
+    expect(delay).toBeGreaterThanOrEqual(0);
+    expect(delay).toBeLessThanOrEqual(ceiling(3));
+  });
+});

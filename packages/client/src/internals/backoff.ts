@@ -18,8 +18,10 @@ export interface BackoffInput {
  * "Exponential Backoff And Jitter").
  */
 export function backoffDelay(input: BackoffInput): number {
-  const { retry, baseDelayMs, maxDelayMs, jitter, random } = input;
-  const ceiling = Math.min(maxDelayMs, baseDelayMs * 2 ** (retry - 1));
+  const { retry, baseDelayMs, maxDelayMs, jitter } = input;
+  // 2^1023 is the largest finite power of two: a baseDelayMs of 0 must never meet Infinity (0 × ∞ is NaN).
+  const ceiling = Math.min(maxDelayMs, baseDelayMs * 2 ** Math.min(retry - 1, 1023));
+  const random = () => unit(input.random());
   switch (jitter) {
     case 'full':
       return random() * ceiling;
@@ -34,4 +36,9 @@ export function backoffDelay(input: BackoffInput): number {
     case 'none':
       return ceiling;
   }
+}
+
+/** A user's random source held to [0, 1]; NaN waits the ceiling rather than not at all. */
+function unit(r: number): number {
+  return Number.isNaN(r) ? 1 : Math.min(1, Math.max(0, r));
 }

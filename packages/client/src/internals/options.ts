@@ -43,12 +43,13 @@ export interface IdempotencyLinkOptions<TRouter extends AnyRouter> {
   /**
    * Total time for one logical call, in ms. A wait that would end past it is not started: the call fails at
    * once with its last error. Longer than the server's `wait` + `lease` (5 s + 10 s) so a retry can outlive an
-   * in-flight original.
+   * in-flight original. `Infinity`: no cap (attempts, the budget and the attempt timeout still end the call).
    * @default 30_000
    */
   maxElapsedMs?: number;
   /**
-   * Aborts one attempt that got no answer in this many ms; it is then retried with the same key.
+   * Aborts one attempt that got no answer in this many ms; it is then retried with the same key. `Infinity`:
+   * an attempt is only cut short by what is left of `maxElapsedMs`.
    * @default 10_000
    */
   attemptTimeoutMs?: number;
@@ -102,11 +103,11 @@ export function resolveOptions(
   return {
     isGuarded: guarded ? (path) => guarded.has(path) : () => true,
     attempts: integer('attempts', opts.attempts ?? 5, 1),
-    baseDelayMs: number('baseDelayMs', opts.baseDelayMs ?? 300),
-    maxDelayMs: number('maxDelayMs', opts.maxDelayMs ?? 10_000),
+    baseDelayMs: duration('baseDelayMs', opts.baseDelayMs ?? 300, 0),
+    maxDelayMs: duration('maxDelayMs', opts.maxDelayMs ?? 10_000, 0),
     jitter,
-    maxElapsedMs: number('maxElapsedMs', opts.maxElapsedMs ?? 30_000),
-    attemptTimeoutMs: number('attemptTimeoutMs', opts.attemptTimeoutMs ?? 10_000, 1),
+    maxElapsedMs: duration('maxElapsedMs', opts.maxElapsedMs ?? 30_000, 0, 'no total-time cap'),
+    attemptTimeoutMs: duration('attemptTimeoutMs', opts.attemptTimeoutMs ?? 10_000, 1, 'no attempt timeout'),
     budget: budget === false ? undefined : isBudget(budget) ? budget : retryBudget(budget),
     generateKey: opts.generateKey ?? generateKey,
     onRetry: opts.onRetry,
@@ -122,9 +123,20 @@ function isBudget(value: RetryBudget | RetryBudgetOptions): value is RetryBudget
   );
 }
 
-function number(name: string, value: number, min = 0): number {
-  if (typeof value !== 'number' || Number.isNaN(value) || value < min) {
-    throw new RangeError(`idempotencyLink: \`${name}\` must be a number ≥ ${min}, got ${String(value)}`);
+/**
+ * A number of ms ≥ `min`: finite, or `Infinity` where that has a meaning (`unlimited` says which). Past
+ * `setTimeout`'s 2^31−1 ms is fine: the link's timers wait such durations out in steps.
+ */
+function duration(name: string, value: number, min: number, unlimited?: string): number {
+  const ok =
+    typeof value === 'number' &&
+    value >= min &&
+    (Number.isFinite(value) || (unlimited !== undefined && value === Number.POSITIVE_INFINITY));
+  if (!ok) {
+    const infinity = unlimited === undefined ? 'finite' : `finite, or Infinity for ${unlimited}`;
+    throw new RangeError(
+      `idempotencyLink: \`${name}\` must be a number of ms ≥ ${min} (${infinity}), got ${String(value)}`,
+    );
   }
   return value;
 }

@@ -25,3 +25,13 @@ describe('parseRetryAfter', () => {
     }
   });
 });
+
+describe('parseRetryAfter beyond finite numbers', () => {
+  test('delay-seconds too long to be a finite number of ms are unreadable, not an endless (or 1 ms) wait', () => {
+    expect(parseRetryAfter('9'.repeat(400), now)).toBeUndefined();
+  });
+
+  test('a long but finite wait is kept whole, past setTimeout’s 2^31−1 ms', () => {
+    expect(parseRetryAfter('2592000', now)).toBe(2_592_000_000);
+  });
+});

@@ -5,7 +5,11 @@
 export function parseRetryAfter(value: string | null | undefined, now: number): number | undefined {
   if (value == null) return undefined;
   const trimmed = value.trim();
-  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  if (/^\d+$/.test(trimmed)) {
+    // Hundreds of digits overflow to Infinity: unreadable, not a wait that never ends.
+    const ms = Number(trimmed) * 1000;
+    return Number.isFinite(ms) ? ms : undefined;
+  }
   // Only a real date: Date.parse accepts bare numbers and other odd forms we should not guess at.
   if (!/[a-z]/i.test(trimmed)) return undefined;
   const at = Date.parse(trimmed);

@@ -58,3 +58,13 @@ describe('classifyError', () => {
     expect(classifyError(TRPCClientError.from(body, { meta: { response } }), now)).toEqual({ retry: true });
   });
 });
+
+describe('classifyError with waits that are not finite', () => {
+  test('a retryAfterMs that JSON read as Infinity (1e400) is ignored: the link falls back to its backoff', () => {
+    const body = JSON.parse(
+      '{"error":{"code":-32603,"message":"x","data":{"httpStatus":409,"idempotency":{"reason":"in_progress","retryAfterMs":1e400}}}}',
+    ) as object;
+    const error = TRPCClientError.from(body, { meta: { response: new Response(null, { status: 409 }) } });
+    expect(classifyError(error, now)).toEqual({ retry: true });
+  });
+});

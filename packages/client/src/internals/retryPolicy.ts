@@ -38,9 +38,11 @@ export function classifyError(error: unknown, now: number): RetryVerdict {
     (status !== 409 && RETRYABLE_STATUSES.has(status));
   if (!retry) return { retry: false };
 
+  // JSON reads 1e400 as Infinity: only a finite wait ≥ 0 counts.
+  const own = idempotency?.retryAfterMs;
   const retryAfterMs =
-    idempotency?.retryAfterMs !== undefined && idempotency.retryAfterMs >= 0
-      ? idempotency.retryAfterMs
+    own !== undefined && Number.isFinite(own) && own >= 0
+      ? own
       : parseRetryAfter(response?.headers?.get('retry-after'), now);
   return retryAfterMs === undefined ? { retry: true } : { retry: true, retryAfterMs };
 }

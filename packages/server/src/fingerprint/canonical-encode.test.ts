@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CanonicalEncodeError, canonicalEncode } from './canonical-encode.js';
+import { CanonicalEncodeError, canonicalEncode, canonicalEncodeAsync } from './canonical-encode.js';
 
 const differ = (a: unknown, b: unknown) => expect(canonicalEncode(a)).not.toBe(canonicalEncode(b));
 const same = (a: unknown, b: unknown) => expect(canonicalEncode(a)).toBe(canonicalEncode(b));
@@ -65,12 +65,12 @@ describe('canonicalEncode: what counts as different', () => {
 
   it('tells -0, 0, NaN and the infinities apart', () => {
     const values = [0, -0, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY];
-    expect(new Set(values.map(canonicalEncode)).size).toBe(values.length);
+    expect(new Set(values.map((v) => canonicalEncode(v))).size).toBe(values.length);
   });
 
   it('tells null, undefined, false, 0, empty string, empty array and empty object apart', () => {
     const values = [null, undefined, false, 0, '', [], {}, new Map(), new Set()];
-    expect(new Set(values.map(canonicalEncode)).size).toBe(values.length);
+    expect(new Set(values.map((v) => canonicalEncode(v))).size).toBe(values.length);
   });
 
   it('keeps array order and array holes/undefined versus null', () => {
@@ -135,6 +135,71 @@ describe('canonicalEncode: what counts as different', () => {
     differ(['a', 'b'], ['ab']);
     differ({ ab: 'c' }, { a: 'bc' });
     differ('\uD800', '\uD801');
+  });
+});
+
+describe('canonicalEncode: binary data', () => {
+  it('writes bytes as the same standard base64 that Buffer wrote, so stored fingerprints still match (seed 1204)', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 70_000 }), (data) => {
+        const base64 = Buffer.from(data).toString('base64');
+        expect(canonicalEncode(data)).toBe(`BUint8Array;${base64.length}:${base64}`);
+      }),
+      { numRuns: 40, seed: 1204 },
+    );
+  });
+
+  it('refuses a Blob synchronously, and encodes it by type, name and a digest of its bytes asynchronously', async () => {
+    expect(() => canonicalEncode(new Blob(['x']))).toThrow(/use canonicalEncodeAsync/);
+    const text = await canonicalEncodeAsync(new File(['x'], 'a.txt', { type: 'text/plain' }));
+    expect(text).toMatch(/^Yfs10:text\/plains5:a\.txth[0-9a-f]{64};$/);
+    expect(await canonicalEncodeAsync(new File(['x'], 'a.txt', { lastModified: 1 }))).toBe(
+      await canonicalEncodeAsync(new File(['x'], 'a.txt', { lastModified: 2 })),
+    );
+  });
+});
+
+describe('canonicalEncode: FormData, Blob and streams from another implementation', () => {
+  // What a polyfill (formdata-node, fetch-blob) or another realm hands over: not instances of this realm's classes.
+  class ForeignBlob {
+    constructor(
+      readonly text: string,
+      readonly type = '',
+    ) {}
+    get size() {
+      return this.text.length;
+    }
+    get [Symbol.toStringTag]() {
+      return 'Blob';
+    }
+    async arrayBuffer() {
+      return new TextEncoder().encode(this.text).buffer;
+    }
+  }
+  class ForeignFormData {
+    constructor(readonly fields: [string, string | ForeignBlob][]) {}
+    get [Symbol.toStringTag]() {
+      return 'FormData';
+    }
+    entries() {
+      return this.fields[Symbol.iterator]();
+    }
+    [Symbol.iterator]() {
+      return this.entries();
+    }
+  }
+
+  it('encodes them by their content, like the built-in ones', async () => {
+    const a = await canonicalEncodeAsync(new ForeignFormData([['amount', '10']]));
+    expect(a).not.toBe(await canonicalEncodeAsync(new ForeignFormData([['amount', '9999']])));
+    expect(a).toBe(await canonicalEncodeAsync(new ForeignFormData([['amount', '10']])));
+    expect(await canonicalEncodeAsync(new ForeignBlob('x'))).toBe(await canonicalEncodeAsync(new Blob(['x'])));
+    expect(await canonicalEncodeAsync(new ForeignBlob('x'))).not.toBe(await canonicalEncodeAsync(new ForeignBlob('y')));
+  });
+
+  it('refuses a Node Readable stream as it refuses a web ReadableStream', async () => {
+    const { Readable } = await import('node:stream');
+    expect(() => canonicalEncode(Readable.from(['abc']))).toThrow(/binary stream/);
   });
 });
 

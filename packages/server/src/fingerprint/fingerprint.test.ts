@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { canonicalEncode } from './canonical-encode.js';
+import { CanonicalEncodeError, canonicalEncode } from './canonical-encode.js';
 import { fingerprint } from './fingerprint.js';
 
 describe('fingerprint', () => {
@@ -42,5 +42,72 @@ describe('fingerprint', () => {
       .update(canonicalEncode({ path: 'p', input }), 'utf16le')
       .digest('hex');
     expect(await fingerprint('p', input)).toBe(before);
+  });
+});
+
+describe('fingerprint of non-JSON inputs (what tRPC hands over for FormData and binary bodies)', () => {
+  const formOf = (...entries: [string, string | Blob, string?][]) => {
+    const data = new FormData();
+    for (const [name, value, filename] of entries) {
+      if (typeof value === 'string') data.append(name, value);
+      else data.append(name, value, filename);
+    }
+    return data;
+  };
+
+  it('differs for FormData whose fields differ', async () => {
+    expect(await fingerprint('p', formOf(['amount', '10']))).not.toBe(
+      await fingerprint('p', formOf(['amount', '9999'])),
+    );
+    expect(await fingerprint('p', formOf(['a', '1'], ['b', '2']))).not.toBe(
+      await fingerprint('p', formOf(['b', '2'], ['a', '1'])),
+    );
+    expect(await fingerprint('p', formOf(['a', '1']))).not.toBe(await fingerprint('p', { a: '1' }));
+  });
+
+  it('is the same for FormData with equal fields and equal files', async () => {
+    const make = () => formOf(['a', '1'], ['f', new Blob(['bytes'], { type: 'text/plain' }), 'f.txt']);
+    expect(await fingerprint('p', make())).toBe(await fingerprint('p', make()));
+  });
+
+  it('differs for files that differ in bytes, name or type, and for Blobs that differ in bytes or type', async () => {
+    const fileForm = (text: string, name: string, type: string) => formOf(['f', new Blob([text], { type }), name]);
+    const base = await fingerprint('p', fileForm('abc', 'a.txt', 'text/plain'));
+    expect(await fingerprint('p', fileForm('abd', 'a.txt', 'text/plain'))).not.toBe(base);
+    expect(await fingerprint('p', fileForm('abc', 'b.txt', 'text/plain'))).not.toBe(base);
+    expect(await fingerprint('p', fileForm('abc', 'a.txt', 'text/csv'))).not.toBe(base);
+    expect(await fingerprint('p', new Blob(['x']))).not.toBe(await fingerprint('p', new Blob(['y'])));
+    expect(await fingerprint('p', new Blob(['x']))).not.toBe(await fingerprint('p', new Blob(['x'], { type: 'a/b' })));
+    expect(await fingerprint('p', new File(['x'], 'a'))).not.toBe(await fingerprint('p', new File(['x'], 'b')));
+  });
+
+  it('refuses a ReadableStream (octet-stream input), which it could only read by consuming the handler’s input', async () => {
+    const stream = new Blob(['abc']).stream();
+    await expect(async () => fingerprint('p', stream)).rejects.toThrow(/stream.*cannot be fingerprinted/);
+    expect(stream.locked).toBe(false);
+  });
+});
+
+describe('fingerprint of hostile inputs', () => {
+  const nested = (depth: number) => JSON.parse(`${'['.repeat(depth)}${']'.repeat(depth)}`) as unknown;
+
+  it('refuses 20 000 nested arrays (a 40 KB body) with a CanonicalEncodeError, not a stack overflow', async () => {
+    await expect(async () => fingerprint('p', nested(20_000))).rejects.toThrow(CanonicalEncodeError);
+    await expect(async () => fingerprint('p', nested(20_000))).rejects.toThrow(/nested deeper than 100/);
+  });
+
+  it('refuses an input deeper than maxDepth, and accepts one at exactly that depth', async () => {
+    await expect(fingerprint('p', nested(100), { maxDepth: 100, maxBytes: 1e6 })).resolves.toMatch(/^[0-9a-f]{64}$/);
+    await expect(async () => fingerprint('p', nested(101), { maxDepth: 100, maxBytes: 1e6 })).rejects.toThrow(
+      /nested deeper than 100/,
+    );
+  });
+
+  it('refuses an input whose encoding is larger than maxBytes: a huge array, a huge string, a large Blob', async () => {
+    const limits = { maxDepth: 100, maxBytes: 10_000 };
+    for (const input of [new Array(20_000).fill(0), 'x'.repeat(20_000), new Blob([new Uint8Array(20_000)])]) {
+      await expect(async () => fingerprint('p', input, limits)).rejects.toThrow(/larger than 10000 bytes/);
+    }
+    await expect(fingerprint('p', new Array(1000).fill(0), limits)).resolves.toMatch(/^[0-9a-f]{64}$/);
   });
 });

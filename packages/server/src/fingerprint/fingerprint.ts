@@ -1,15 +1,20 @@
-import { canonicalEncode } from './canonical-encode.js';
+import { canonicalEncode, canonicalEncodeAsync, DEFAULT_ENCODE_LIMITS, type EncodeLimits } from './canonical-encode.js';
+import { sha256Hex } from './sha256.js';
 
 /**
  * The fingerprint stored with a key: hex SHA-256 of the canonical encoding of `{ path, input }`. A retry with the
  * same key must match it; anything else is a `payload_mismatch`. Web Crypto rather than `node:crypto`, so the
  * middleware runs in edge runtimes (Vercel Edge, Cloudflare Workers, Deno) too.
  */
-export async function fingerprint(path: string, rawInput: unknown): Promise<string> {
-  const digest = await globalThis.crypto.subtle.digest('SHA-256', utf16le(canonicalEncode({ path, input: rawInput })));
-  let hex = '';
-  for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, '0');
-  return hex;
+export async function fingerprint(
+  path: string,
+  rawInput: unknown,
+  limits: EncodeLimits = DEFAULT_ENCODE_LIMITS,
+): Promise<string> {
+  // Exactly the encoding of `{ path, input }` (keys sorted, an undefined input omitted), built here so that the
+  // depth limit counts the input's own levels.
+  const input = rawInput === undefined ? '' : `s5:input${await canonicalEncodeAsync(rawInput, limits)}`;
+  return sha256Hex(utf16le(`{${input}s4:path${canonicalEncode(path)}}`));
 }
 
 /**

@@ -1,9 +1,10 @@
 import { callId } from '../cache/replay-cache.js';
 import { IdempotencyError, isIdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
-import { fingerprint } from '../fingerprint/fingerprint.js';
+import { fingerprintInput } from '../fingerprint/fingerprint-input.js';
 import { validateKey } from '../wire/parse-idempotency-key.js';
 import { readRequestKey } from '../wire/read-request-key.js';
 import type { Call, MiddlewareResultLike, NextFn, Runtime } from './call.js';
+import { checkPath, checkScope } from './call-text.js';
 import type { InFlightCalls } from './in-flight-calls.js';
 import { conflict, event, mismatch, replay } from './outcomes.js';
 
@@ -37,15 +38,12 @@ export function createMiddlewareFunction(rt: Runtime, gate: InFlightCalls, runMo
         ),
       );
     }
-    const scope = options.scope({ ctx });
-    if (typeof scope !== 'string') {
-      throw new TypeError(`idempotency: \`scope\` must return a string, got ${typeof scope}`);
-    }
+    const scope = checkScope(options.scope({ ctx }));
     const call: Call = {
       scope,
       key: found.key,
-      path,
-      fingerprint: await fingerprint(path, await opts.getRawInput()),
+      path: checkPath(path),
+      fingerprint: await fingerprintInput(path, opts.getRawInput, options.inputLimits),
       form: found.form,
       batchIndex,
       ctx,

@@ -1,7 +1,9 @@
 import { TRPCError } from '@trpc/server';
 import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
+import fc from 'fast-check';
 import superjson from 'superjson';
 import { afterAll, beforeAll, describe, expect, expectTypeOf, inject, it } from 'vitest';
+import { postgresTextProblem } from './postgres-text.js';
 import { defaultSerializer, type Serializer } from './serializer.js';
 import { decodeStoredResponse, encodeStoredResponse, replayOutcome, type StoredOutcome } from './stored-response.js';
 
@@ -32,6 +34,24 @@ describe('encodeStoredResponse / decodeStoredResponse', () => {
     expect(text).not.toContain('\u0000');
     expect(Buffer.from(text, 'utf8').toString('utf8')).toBe(text); // survives UTF-8, so no lone surrogate
     expect(decodeStoredResponse(text, defaultSerializer)).toEqual({ ok: true, data: { s: 'a\u0000b\uD800c' } });
+  });
+
+  it('writes text Postgres stores exactly for any string in data or in an error message (seed 1203)', () => {
+    // JSON.stringify escapes NUL and lone surrogates, so no check is needed at encode time: this pins that.
+    const text = fc.string({ unit: 'binary', maxLength: 8 });
+    fc.assert(
+      fc.property(fc.dictionary(text, text, { maxKeys: 3 }), text, (data, message) => {
+        for (const outcome of [
+          { ok: true, data },
+          { ok: false, error: { code: 'CONFLICT', message } },
+        ] satisfies StoredOutcome[]) {
+          const stored = encodeStoredResponse(outcome, defaultSerializer);
+          expect(postgresTextProblem(stored)).toBe(undefined);
+          expect(decodeStoredResponse(stored, defaultSerializer)).toEqual(outcome);
+        }
+      }),
+      { numRuns: 300, seed: 1203 },
+    );
   });
 
   it('works with superjson passed as the serializer, keeping Date and Map', () => {

@@ -1,14 +1,14 @@
+import { postgresTextProblem } from '../serialize/postgres-text.js';
+
 /**
  * Escapes a string as a Postgres escape-string literal (`E'…'`): backslashes and quotes doubled, so it is safe
  * whatever `standard_conforming_strings` says. This lets whole statements travel as one simple-protocol text
  * (several statements per round trip), which parameters would forbid.
  */
 export function literal(value: string): string {
-  if (value.includes('\u0000')) {
-    // Postgres text cannot hold NUL; serialized responses escape it (`\u0000` in JSON), so only raw
-    // scopes or keys can get here.
-    throw new TypeError('idempotency: a scope, key or path must not contain the NUL character');
-  }
+  // The middleware refuses such scopes first; this keeps anything else from being stored as another string.
+  const problem = postgresTextProblem(value);
+  if (problem !== undefined) throw new TypeError(`idempotency: a value for SQL text ${problem}`);
   return `E'${value.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
 }
 

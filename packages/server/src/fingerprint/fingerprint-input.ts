@@ -1,0 +1,29 @@
+import { TRPCError } from '@trpc/server';
+import { CanonicalEncodeError, type EncodeLimits } from './canonical-encode.js';
+import { fingerprint } from './fingerprint.js';
+
+const LIMIT_OPTION = { too_deep: 'maxInputDepth', too_large: 'maxInputBytes' } as const;
+
+/**
+ * The call's fingerprint, or the 4xx that says why its input cannot have one: 413 past `maxInputBytes`, 400 past
+ * `maxInputDepth` or for what cannot be fingerprinted (a binary stream). Never a 500: the same input always gets
+ * the same answer, so a client must not retry it.
+ */
+export async function fingerprintInput(
+  path: string,
+  getRawInput: () => Promise<unknown>,
+  limits: EncodeLimits,
+): Promise<string> {
+  const input = await getRawInput();
+  try {
+    return await fingerprint(path, input, limits);
+  } catch (error) {
+    if (!(error instanceof CanonicalEncodeError)) throw error;
+    const option = error.kind === 'unsupported' ? '' : ` (the \`${LIMIT_OPTION[error.kind]}\` option)`;
+    throw new TRPCError({
+      code: error.kind === 'too_large' ? 'PAYLOAD_TOO_LARGE' : 'BAD_REQUEST',
+      message: `idempotency: the input of ${path} cannot be fingerprinted: ${error.message}${option}`,
+      cause: error,
+    });
+  }
+}
