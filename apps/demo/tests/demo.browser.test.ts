@@ -227,6 +227,46 @@ describe('the demo on embedded PGlite', () => {
       await screenshot('react-resume-2-resumed.png');
     });
 
+    it('(c) with ?store=indexeddb: the pending payment is kept in IndexedDB, resumed after the reload, then forgotten', async () => {
+      const tab = await page.context().newPage();
+      await tab.goto(`${demo.baseUrl}/?store=indexeddb`);
+      await tab.getByTestId('ledger-rows').waitFor({ timeout: 30_000 });
+      const before = await ledgerCount(tab);
+      await tab.getByTestId('amount').fill('41.00');
+      await tab.getByTestId('description').fill('Stored in IndexedDB');
+      await tab.getByTestId('reload-lost').click();
+      await tab.getByTestId('reloading').waitFor({ timeout: 30_000 });
+      const key = (await tab.getByTestId('pay-status').getAttribute('data-key')) ?? '';
+      const pendingRows = () =>
+        tab.evaluate(
+          () =>
+            new Promise<number>((resolve, reject) => {
+              const open = indexedDB.open('trpc-idempotency-demo');
+              open.onerror = () => reject(open.error);
+              open.onsuccess = () => {
+                const count = open.result.transaction('pendingCalls', 'readonly').objectStore('pendingCalls').count();
+                count.onsuccess = () => {
+                  open.result.close();
+                  resolve(count.result);
+                };
+                count.onerror = () => reject(count.error);
+              };
+            }),
+        );
+      // Before the reload (it comes 1.5 s after the lost answer): in IndexedDB, not in localStorage.
+      expect(await pendingRows()).toBe(1);
+      expect(
+        await tab.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('trpc-idempotency'))),
+      ).toEqual([]);
+
+      const banner = tab.locator(`[data-testid="resume-banner"][data-key="${key}"]`);
+      await banner.waitFor({ timeout: 60_000 });
+      await expect.poll(() => banner.getAttribute('data-status'), { timeout: 30_000 }).toBe('succeeded');
+      await expectLedger(before + 1, tab);
+      expect(await pendingRows()).toBe(0);
+      await tab.close();
+    });
+
     it('(d) a changed input after an unknown outcome first settles the earlier payment, shows it, then pays the new input under a new key', async () => {
       const before = await ledgerCount();
       const earlierKey = await payWithEveryAnswerLost('10.00', 'First try');

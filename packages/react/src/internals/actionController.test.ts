@@ -107,3 +107,20 @@ describe('a changed input after an unknown outcome', () => {
     expect(server.ledger).toHaveLength(2);
   });
 });
+
+describe('without pendingCallsLink in the chain', () => {
+  test('the controller is told the key did not reach the link (the hook logs an error)', async () => {
+    const server = ledgerServer();
+    const client = createTRPCUntypedClient({
+      links: [idempotencyLink<any>({ procedures: ['pay'], budget: false }), server.link],
+    });
+    let notDelivered = 0;
+    const controller = new ActionController<unknown, Input>(() => ({
+      generateKey: () => 'action-key',
+      onNotDelivered: () => notDelivered++,
+    }));
+    await controller.run({ amountCents: 1 }, undefined, (v) => client.mutation('pay', v));
+    expect(notDelivered).toBe(1);
+    expect(server.attempts[0]!.context.idempotencyKey).not.toBe('action-key');
+  });
+});
