@@ -229,3 +229,14 @@ describe('resume', () => {
     expect(inFlight).toBe(0);
   });
 });
+
+test('a stored call whose path is no longer keyed is never re-sent: reported failed and forgotten', async () => {
+  const storage = memoryAsyncStorage();
+  const store = asyncStorageStore(storage);
+  await store.put('default', { key: 'k', path: 'refunds.issue', input: '{}', firstSentAt: Date.now() });
+  const { client, pending, seen } = setup(() => ok(), {}, storage);
+  const [resumed] = await pending.resume(client);
+  expect(resumed?.status).toBe('failed');
+  expect(seen).toHaveLength(0);
+  expect(await store.list('default')).toEqual([]);
+});

@@ -239,6 +239,16 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
       await forget(ns, call.key);
       return { status: 'failed', call, input: undefined, error };
     }
+    if (guarded && !guarded.has(call.path)) {
+      // No longer keyed (the app's `procedures` changed): a re-send would carry no key, so it is never sent.
+      await forget(ns, call.key);
+      return {
+        status: 'failed',
+        call,
+        input,
+        error: new Error(`${call.path} is not in pendingCallsLink's procedures`),
+      };
+    }
     const expired = () => Date.now() - call.firstSentAt >= ttlMs - safetyMarginMs;
     return withLock(lockName(ns, call.key), async (): Promise<ResumedCall> => {
       if (expired()) {
