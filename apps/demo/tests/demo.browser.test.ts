@@ -136,12 +136,59 @@ describe('the demo on embedded PGlite', () => {
       await expect.poll(ledgerRows).toBe('4');
     });
 
-    it('ends a double-clicked submission (the same key sent twice at once) as one payment', async () => {
+    /** The demo user's ledger as the server has it now: never a page's last poll, which may lag behind. */
+    async function serverLedger(): Promise<{ rows: number; duplicates: number }> {
+      const input = encodeURIComponent(JSON.stringify({ json: { limit: 1 } }));
+      const response = await fetch(`${demo.baseUrl}/api/trpc/payments.ledger?input=${input}`, {
+        headers: { 'x-demo-user': 'demo' },
+      });
+      const body = (await response.json()) as { result: { data: { json: { rows: number; duplicates: number } } } };
+      const { rows, duplicates } = body.result.data.json;
+      return { rows, duplicates };
+    }
+
+    async function ledgerCount(): Promise<number> {
+      return (await serverLedger()).rows;
+    }
+
+    /** The server's ledger has `rows` rows and no key twice, and the page `on` shows as much. */
+    async function expectLedger(rows: number, on: Page = page): Promise<void> {
+      await expect.poll(() => serverLedger(), { timeout: 30_000 }).toEqual({ rows, duplicates: 0 });
+      await expect.poll(() => on.getByTestId('ledger-rows').textContent(), { timeout: 30_000 }).toBe(String(rows));
+      expect(await on.getByTestId('ledger-duplicates').textContent()).toBe('0');
+    }
+
+    /** Pays with every answer lost: the link gives up, the outcome is unknown, the key is kept. */
+    async function payWithEveryAnswerLost(amount: string, description: string): Promise<string> {
+      await page.getByTestId('fault-lose-every-response').check();
+      await page.getByTestId('amount').fill(amount);
+      await page.getByTestId('description').fill(description);
+      await page.getByTestId('pay').click();
+      const status = page.getByTestId('pay-status');
+      await expect.poll(() => status.getAttribute('data-outcome'), { timeout: 60_000 }).toBe('unknown');
+      const key = (await status.getAttribute('data-key')) ?? '';
+      expect(key).toMatch(/^[0-9a-f-]{36}$/);
+      expect(await page.getByTestId('form-key').textContent()).toBe(key); // kept for "try again"
+      return key;
+    }
+
+    async function screenshot(name: string, on: Page = page): Promise<void> {
+      mkdirSync(artifactsDir, { recursive: true });
+      await on.screenshot({ path: path.join(artifactsDir, name), fullPage: true });
+      if (process.env.UPDATE_SCREENSHOT === '1') {
+        await on.screenshot({ path: path.join(repoRoot, 'docs', name), fullPage: true });
+      }
+    }
+
+    it('(a) ends a double-clicked Pay as one payment: both clicks carry one key', async () => {
+      const before = await ledgerCount();
       await page.getByTestId('fault-off').check();
-      const key = await page.getByTestId('form-key').textContent();
       await page.getByTestId('amount').fill('99.00');
       await page.getByTestId('description').fill('Double click');
-      await page.getByTestId('pay-twice').click();
+      await page.getByTestId('pay').dblclick();
+      const status = page.getByTestId('pay-status');
+      await expect.poll(() => status.getAttribute('data-outcome'), { timeout: 30_000 }).toBe('charged');
+      const key = await status.getAttribute('data-key');
       const rows = page.locator(`[data-testid="submission"][data-key="${key}"]`);
       await expect.poll(() => rows.count()).toBe(2);
       for (const index of [0, 1]) {
@@ -149,16 +196,121 @@ describe('the demo on embedded PGlite', () => {
       }
       const outcomes = await rows.locator('td.outcome').allTextContents();
       expect(outcomes[0]).toBe(outcomes[1]); // the same payment id
-      await expect.poll(ledgerRows).toBe('5');
-      expect(await page.getByTestId('ledger-duplicates').textContent()).toBe('0');
-      expect(await rows.locator('td .tag.replay').count()).toBe(1); // one copy ran, the other was replayed
-      // The form's key is spent once the server answered.
+      await expectLedger(before + 1);
+      // The key is spent once the server answered.
       await expect.poll(() => page.getByTestId('form-key').textContent()).not.toBe(key);
+      await screenshot('demo.png');
+    });
 
-      await page.screenshot({ path: path.join(artifactsDir, 'demo.png'), fullPage: true });
-      if (process.env.UPDATE_SCREENSHOT === '1') {
-        await page.screenshot({ path: path.join(repoRoot, 'docs', 'demo.png'), fullPage: true });
+    it('(b) after every answer was lost, "Try again" sends the same key: one payment, and the page says it was charged once', async () => {
+      const before = await ledgerCount();
+      const key = await payWithEveryAnswerLost('31.00', 'Lost twice over');
+      await page.getByTestId('fault-off').check();
+      await page.getByTestId('try-again').click();
+      const status = page.getByTestId('pay-status');
+      await expect.poll(() => status.getAttribute('data-outcome'), { timeout: 30_000 }).toBe('charged');
+      expect(await status.getAttribute('data-key')).toBe(key);
+      expect(await status.textContent()).toMatch(/Charged \$31\.00 once/);
+      const rows = page.locator(`[data-testid="submission"][data-key="${key}"]`);
+      expect(await rows.count()).toBe(2);
+      expect(await rows.first().getAttribute('data-replayed')).toBe('true');
+      await expectLedger(before + 1);
+    });
+
+    it('(c) a payment whose answer is lost survives a reload: resumed with its key, one payment, and a banner says so', async () => {
+      const before = await ledgerCount();
+      await page.getByTestId('fault-off').check();
+      await page.getByTestId('amount').fill('40.00');
+      await page.getByTestId('description').fill('Train ticket');
+      await page.getByTestId('reload-lost').click();
+      await page.getByTestId('reloading').waitFor({ timeout: 30_000 });
+      const key = (await page.getByTestId('pay-status').getAttribute('data-key')) ?? '';
+      expect(key).toMatch(/^[0-9a-f-]{36}$/);
+      await screenshot('react-resume-1-answer-lost.png');
+
+      const banner = page.locator(`[data-testid="resume-banner"][data-key="${key}"]`);
+      await banner.waitFor({ timeout: 60_000 }); // only after the reload
+      await expect.poll(() => banner.getAttribute('data-status'), { timeout: 30_000 }).toBe('succeeded');
+      expect(await banner.getAttribute('data-replayed')).toBe('true'); // the first attempt had charged
+      expect(await banner.textContent()).toMatch(/Your payment of \$40\.00 \(Train ticket\) went through/);
+      await expectLedger(before + 1);
+      const kept = await page.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('trpc-idempotency')));
+      expect(kept).toEqual([]);
+      await screenshot('react-resume-2-resumed.png');
+    });
+
+    it('(c) with ?store=indexeddb: the pending payment is kept in IndexedDB, resumed after the reload, then forgotten', async () => {
+      const tab = await page.context().newPage();
+      await tab.goto(`${demo.baseUrl}/?store=indexeddb`);
+      await tab.getByTestId('ledger-rows').waitFor({ timeout: 30_000 });
+      const before = await ledgerCount();
+      await tab.getByTestId('amount').fill('41.00');
+      await tab.getByTestId('description').fill('Stored in IndexedDB');
+      await tab.getByTestId('reload-lost').click();
+      await tab.getByTestId('reloading').waitFor({ timeout: 30_000 });
+      const key = (await tab.getByTestId('pay-status').getAttribute('data-key')) ?? '';
+      const pendingRows = () =>
+        tab.evaluate(
+          () =>
+            new Promise<number>((resolve, reject) => {
+              const open = indexedDB.open('trpc-idempotency-demo');
+              open.onerror = () => reject(open.error);
+              open.onsuccess = () => {
+                const count = open.result.transaction('pendingCalls', 'readonly').objectStore('pendingCalls').count();
+                count.onsuccess = () => {
+                  open.result.close();
+                  resolve(count.result);
+                };
+                count.onerror = () => reject(count.error);
+              };
+            }),
+        );
+      // Before the reload (it comes 1.5 s after the lost answer): in IndexedDB, not in localStorage.
+      expect(await pendingRows()).toBe(1);
+      expect(
+        await tab.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('trpc-idempotency'))),
+      ).toEqual([]);
+
+      const banner = tab.locator(`[data-testid="resume-banner"][data-key="${key}"]`);
+      await banner.waitFor({ timeout: 60_000 });
+      await expect.poll(() => banner.getAttribute('data-status'), { timeout: 30_000 }).toBe('succeeded');
+      await expectLedger(before + 1, tab);
+      expect(await pendingRows()).toBe(0);
+      await tab.close();
+    });
+
+    it('(d) a changed input after an unknown outcome first settles the earlier payment, shows it, then pays the new input under a new key', async () => {
+      const before = await ledgerCount();
+      const earlierKey = await payWithEveryAnswerLost('10.00', 'First try');
+      await page.getByTestId('fault-off').check();
+      await page.getByTestId('amount').fill('11.00');
+      await page.getByTestId('pay').click();
+      const banner = page.getByTestId('earlier-banner');
+      await banner.waitFor({ timeout: 30_000 });
+      expect(await banner.getAttribute('data-status')).toBe('succeeded');
+      expect(await banner.getAttribute('data-key')).toBe(earlierKey);
+      expect(await banner.textContent()).toMatch(/earlier payment of \$10\.00 \(First try\) went through/);
+      const status = page.getByTestId('pay-status');
+      await expect.poll(() => status.getAttribute('data-outcome'), { timeout: 30_000 }).toBe('charged');
+      expect(await status.getAttribute('data-key')).not.toBe(earlierKey);
+      expect(await status.textContent()).toMatch(/Charged \$11\.00/);
+      await expectLedger(before + 2);
+    });
+
+    it('(e) two tabs resuming the same pending payment end with one payment, and both learn it went through', async () => {
+      const before = await ledgerCount();
+      const key = await payWithEveryAnswerLost('7.00', 'Two tabs');
+      // Two new tabs of the same browser (one storage), on a network whose first answer per key is slower than
+      // the attempt timeout: each resume takes seconds, so both tabs find the payment pending and race for it.
+      const tabs = await Promise.all([page.context().newPage(), page.context().newPage()]);
+      await Promise.all(tabs.map((tab) => tab.goto(`${demo.baseUrl}/?network=slow-response`)));
+      for (const tab of tabs) {
+        const banner = tab.locator(`[data-testid="resume-banner"][data-key="${key}"]`);
+        await expect.poll(() => banner.getAttribute('data-status'), { timeout: 60_000 }).toBe('succeeded');
       }
+      // Both re-sent the key one after the other (Web Locks); the server charged once and replayed.
+      await expectLedger(before + 1, tabs[0]);
+      await Promise.all(tabs.map((tab) => tab.close()));
     });
   });
 

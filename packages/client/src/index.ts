@@ -13,5 +13,6 @@ export { type AppHeaders, type HeadersOptions, idempotencyHeaders } from './idem
 export { idempotencyLink } from './idempotencyLink.js';
 export type { Jitter } from './internals/backoff.js';
 export type { IdempotencyLinkOptions, RetryEvent } from './internals/options.js';
+export * from './pendingCallsLink.js';
 export { type RetryBudget, type RetryBudgetOptions, retryBudget } from './retryBudget.js';
 export type { IdempotencyCallInfo, IdempotencySettledEvent, MutationPath } from './types.js';

@@ -1,5 +1,12 @@
 import { createTRPCClient, httpBatchLink } from '@trpc/client';
-import { idempotencyFetch, idempotencyHeaders, idempotencyLink } from '@trpc-idempotency/client';
+import {
+  idempotencyFetch,
+  idempotencyHeaders,
+  idempotencyLink,
+  type PendingCallStore,
+  type PendingCallsLink,
+  pendingCallsLink,
+} from '@trpc-idempotency/client';
 import superjson from 'superjson';
 import type { AppRouter } from '../server/router';
 
@@ -18,13 +25,27 @@ export interface DemoClientOptions {
   baseDelayMs?: number;
   /** Retry budget shared by the calls of this client; `false` retries without limit. Default: the library's. */
   budget?: false;
+  /** Keeps pending payments across reloads (the page passes one; the storm does not). */
+  pendingCalls?: PendingCallsLink<AppRouter>;
 }
 
-/** The demo's tRPC client: the idempotency link in front of a batching HTTP link. */
+/** The link that keeps pending payments in `store`, per demo user, inputs through superjson like the HTTP link. */
+export function createDemoPendingCalls(store: PendingCallStore | undefined, userId = 'demo') {
+  return pendingCallsLink<AppRouter>({
+    procedures: ['payments.create'],
+    store,
+    user: () => userId,
+    transformer: superjson,
+  });
+}
+
+/** The demo's tRPC client: pending calls, then the idempotency link, in front of a batching HTTP link. */
 export function createDemoClient(options: DemoClientOptions) {
   const userId = options.userId ?? 'demo';
   return createTRPCClient<AppRouter>({
     links: [
+      // Hands useIdempotentMutation's key to idempotencyLink and, given a store, keeps the call until answered.
+      options.pendingCalls ?? createDemoPendingCalls(undefined, userId),
       idempotencyLink<AppRouter>({
         procedures: ['payments.create'],
         attempts: options.attempts ?? 5,

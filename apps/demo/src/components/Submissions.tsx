@@ -8,11 +8,11 @@ export interface Submission {
   key: string;
   amountCents: number;
   description: string;
-  /** How the call was sent: a normal submit, or one of the two copies of a double submit. */
-  via: 'submit' | 'double-1' | 'double-2';
+  /** How the call was sent: a submit, or the re-send that settled an earlier submission before a changed input. */
+  via: 'submit' | 'earlier';
   attempts: number;
   replayed: boolean;
-  outcome: 'pending' | 'charged' | 'declined' | 'failed';
+  outcome: 'pending' | 'charged' | 'declined' | 'failed' | 'unknown';
   paymentId?: number;
   message?: string;
 }
@@ -39,6 +39,8 @@ function outcomeText(submission: Submission): string {
       return `declined: ${submission.message}`;
     case 'failed':
       return `failed: ${submission.message}`;
+    case 'unknown':
+      return `unknown: ${submission.message}`;
   }
 }
 
@@ -75,7 +77,7 @@ export function Submissions({
             >
               <td>
                 {formatCents(submission.amountCents)} {submission.description}
-                {submission.via !== 'submit' && <span className="tag">double {submission.via.slice(-1)}</span>}
+                {submission.via === 'earlier' && <span className="tag">earlier, settled</span>}
               </td>
               <td>
                 <code title={submission.key}>{shortKey(submission.key)}</code>

@@ -87,6 +87,7 @@ export function flakyFetch(options: FlakyFetchOptions): typeof fetch {
   function pickFault(keys: string[]): ConcreteFault | null {
     const mode = options.mode();
     if (mode === 'off' || keys.length === 0) return null;
+    if (mode === 'lose-every-response') return 'lose-response';
     if (mode === 'chaos') {
       if (random() >= chaosRate) return null;
       return concreteFaults[Math.floor(random() * concreteFaults.length)] ?? null;

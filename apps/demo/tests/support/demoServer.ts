@@ -19,7 +19,7 @@ function newestMtime(target: string): number {
 }
 
 /**
- * Builds the app unless `.next` is newer than its sources and the two packages it uses. Under `npm test`
+ * Builds the app unless `.next` is newer than its sources and the packages it uses. Under `npm test`
  * Turborepo has just built it (apps/demo/turbo.json: `test` depends on `build`), so this is a no-op there.
  */
 export function ensureBuilt(): void {
@@ -29,7 +29,11 @@ export function ensureBuilt(): void {
   const sources = ['app', 'src', 'instrumentation.ts', 'next.config.ts', 'package.json'].map((entry) =>
     path.join(demoDir, entry),
   );
-  sources.push(path.join(repoRoot, 'packages/server/dist'), path.join(repoRoot, 'packages/client/dist'));
+  sources.push(
+    path.join(repoRoot, 'packages/server/dist'),
+    path.join(repoRoot, 'packages/client/dist'),
+    path.join(repoRoot, 'packages/react/dist'),
+  );
   if (existsSync(buildId) && statSync(buildId).mtimeMs > Math.max(...sources.map(newestMtime))) return;
   const build = spawnSync(process.execPath, [nextBin, 'build'], {
     cwd: demoDir,

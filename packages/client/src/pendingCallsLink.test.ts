@@ -1,0 +1,242 @@
+import { createTRPCUntypedClient, type Operation, type TRPCLink } from '@trpc/client';
+import { observable } from '@trpc/server/observable';
+import superjson from 'superjson';
+import { describe, expect, test } from 'vitest';
+import { type Answer, ok, scriptedLink } from './__tests__/scriptedLink.js';
+import { idempotencyLink } from './idempotencyLink.js';
+import { callWithIdempotencyContext } from './internals/ambientContext.js';
+import { isOutcomeUnknown, type PendingCallsLinkOptions, pendingCallsLink } from './pendingCallsLink.js';
+import { memoryAsyncStorage } from './pendingStorage/__tests__/memoryAsyncStorage.js';
+import { asyncStorageStore } from './pendingStorage/asyncStorageStore.js';
+import type { PendingCall } from './pendingStorage/pendingCallStore.js';
+
+const lost: Answer = 'network';
+
+/** A client whose link chain is pendingCallsLink → idempotencyLink (no backoff) → a scripted server. */
+function setup(
+  script: (attempt: number, op: Operation) => Answer,
+  opts: Partial<PendingCallsLinkOptions<any>> = {},
+  storage = memoryAsyncStorage(),
+) {
+  const server = scriptedLink(script);
+  const store = asyncStorageStore(storage);
+  const pending = pendingCallsLink<any>({ procedures: ['pay'], store, ...opts });
+  const client = createTRPCUntypedClient({
+    links: [
+      pending,
+      idempotencyLink<any>({ procedures: ['pay'], attempts: 2, baseDelayMs: 0, budget: false }),
+      server.link,
+    ],
+  });
+  return { client, pending, store, storage, seen: server.seen };
+}
+
+const outcome = (p: Promise<unknown>) =>
+  p.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
+
+describe('recording', () => {
+  test('a keyed call is stored, input through the transformer, before its first attempt', async () => {
+    let storedAtFirstAttempt: PendingCall[] | undefined;
+    const storage = memoryAsyncStorage();
+    const { client, store } = setup(
+      (n) => {
+        // The terminating link runs when the attempt is sent: copy what the storage holds right then.
+        if (n === 1) storedAtFirstAttempt = [...storage.data.values()].map((text) => JSON.parse(text));
+        return lost;
+      },
+      { transformer: superjson, user: () => 'u1' },
+      storage,
+    );
+    const at = new Date(Date.UTC(2026, 0, 2));
+    const result = await outcome(client.mutation('pay', { amountCents: 4000, at }));
+    expect(isOutcomeUnknown((result as { error: unknown }).error)).toBe(true);
+    const stored = await store.list('u1');
+    expect(storedAtFirstAttempt).toEqual(stored);
+    expect(stored).toHaveLength(1);
+    expect(superjson.deserialize(JSON.parse(stored[0]!.input))).toEqual({ amountCents: 4000, at });
+    expect(stored[0]!.path).toBe('pay');
+  });
+
+  test('a success and a definitive error forget the call; a lost answer keeps it', async () => {
+    const answers: Answer[] = [ok('paid'), { status: 402 }, lost, lost];
+    const { client, store, seen } = setup(() => answers[seen.length - 1]!);
+    expect(await outcome(client.mutation('pay', { n: 1 }))).toEqual({ value: 'paid' });
+    expect(await store.list('default')).toEqual([]);
+    const declined = await outcome(client.mutation('pay', { n: 2 }));
+    expect(isOutcomeUnknown((declined as { error: unknown }).error)).toBe(false);
+    expect(await store.list('default')).toEqual([]);
+    const unknown = await outcome(client.mutation('pay', { n: 3 }));
+    expect(isOutcomeUnknown((unknown as { error: unknown }).error)).toBe(true);
+    const kept = await store.list('default');
+    expect(kept.map((c) => [c.key, c.input])).toEqual([[seen[2]!.op.context.idempotencyKey, '{"n":3}']]);
+  });
+
+  test('nothing is stored without a store, nor while the user is signed out', async () => {
+    const storage = memoryAsyncStorage();
+    const bare = setup(() => lost, { store: undefined }, storage);
+    await outcome(bare.client.mutation('pay', {}));
+    const signedOut = setup(() => lost, { user: () => null }, storage);
+    await outcome(signedOut.client.mutation('pay', {}));
+    expect(storage.data.size).toBe(0);
+  });
+
+  test('queries and unlisted mutations pass untouched: no key, nothing stored', async () => {
+    const { client, seen, storage } = setup(() => ok());
+    await client.query('pay', {});
+    await client.mutation('other', {});
+    expect(seen.map((s) => s.op.context.idempotencyKey)).toEqual([undefined, undefined]);
+    expect(storage.data.size).toBe(0);
+  });
+});
+
+describe('keys', () => {
+  test('the key offered through callWithIdempotencyContext reaches every attempt, once', async () => {
+    const { client, seen } = setup((n) => (n === 1 ? lost : ok()));
+    const { value, delivered } = callWithIdempotencyContext({ idempotencyKey: 'action-1' }, () => {
+      const first = client.mutation('pay', { n: 1 });
+      const second = client.mutation('pay', { n: 2 }); // started in the same function: not the action's
+      return Promise.all([first, second]);
+    });
+    await value;
+    expect(delivered).toBe(true);
+    const keys = seen.map((s) => [(s.op.input as { n: number }).n, s.op.context.idempotencyKey]);
+    expect(keys.filter(([n]) => n === 1).map(([, k]) => k)).toEqual(['action-1', 'action-1']);
+    expect(keys.find(([n]) => n === 2)![1]).not.toBe('action-1');
+  });
+
+  test('an offered key is not delivered when no keyed call starts', () => {
+    const { delivered } = callWithIdempotencyContext({ idempotencyKey: 'k' }, () => 1);
+    expect(delivered).toBe(false);
+  });
+
+  test('a "try again" under the same key keeps the time the key was first sent', async () => {
+    const { client, store, seen } = setup(() => lost);
+    await outcome(client.mutation('pay', {}, { context: { idempotencyKey: 'k' } }));
+    const first = (await store.list('default'))[0]!.firstSentAt;
+    await new Promise((r) => setTimeout(r, 5));
+    await outcome(client.mutation('pay', {}, { context: { idempotencyKey: 'k' } }));
+    expect((await store.list('default'))[0]!.firstSentAt).toBe(first);
+    expect(seen.every((s) => s.op.context.idempotencyFirstSentAt === first)).toBe(true);
+  });
+});
+
+describe('resume', () => {
+  test('re-sends each stored call with its own key and input, reports how it ended, and forgets it', async () => {
+    const storage = memoryAsyncStorage();
+    const before = setup(() => lost, { transformer: superjson }, storage);
+    await outcome(before.client.mutation('pay', { amountCents: 4000, at: new Date(5) }));
+    const [stored] = await before.store.list('default');
+
+    // A reload: a new client and link on the same storage.
+    const after = setup(() => ok({ id: 7 }), { transformer: superjson }, storage.restart());
+    const resumed = await after.pending.resume(after.client);
+    expect(resumed).toEqual([
+      {
+        status: 'succeeded',
+        call: stored,
+        input: { amountCents: 4000, at: new Date(5) },
+        data: { id: 7 },
+        replayed: false,
+      },
+    ]);
+    expect(after.seen.map((s) => s.op.context.idempotencyKey)).toEqual([stored!.key]);
+    expect(await after.store.list('default')).toEqual([]);
+  });
+
+  test('a call older than the ttl (less the margin) is reported expired and never sent', async () => {
+    const storage = memoryAsyncStorage();
+    const store = asyncStorageStore(storage);
+    const old: PendingCall = { key: 'old', path: 'pay', input: '{}', firstSentAt: Date.now() - 3_600_000 + 30_000 };
+    await store.put('default', old);
+    const { client, pending, seen } = setup(() => ok(), { ttlMs: 3_600_000 }, storage);
+    expect(await pending.resume(client)).toEqual([{ status: 'expired', call: old, input: {} }]);
+    expect(seen).toHaveLength(0);
+    expect(await store.list('default')).toEqual([]);
+  });
+
+  test('a definitive error is reported failed and forgotten; a still-lost answer is reported unknown and kept', async () => {
+    const storage = memoryAsyncStorage();
+    const store = asyncStorageStore(storage);
+    const now = Date.now();
+    await store.put('default', { key: 'declined', path: 'pay', input: '{"n":1}', firstSentAt: now });
+    await store.put('default', { key: 'offline', path: 'pay', input: '{"n":2}', firstSentAt: now + 1 });
+    const { client, pending } = setup(
+      (_, op) => (op.context.idempotencyKey === 'declined' ? { status: 402 } : lost),
+      {},
+      storage,
+    );
+    const resumed = await pending.resume(client);
+    expect(resumed.map((r) => [r.call.key, r.status])).toEqual([
+      ['declined', 'failed'],
+      ['offline', 'unknown'],
+    ]);
+    expect((await store.list('default')).map((c) => c.key)).toEqual(['offline']);
+  });
+
+  test("calls are per user: one user's are neither resumed nor cleared for another", async () => {
+    const storage = memoryAsyncStorage();
+    let user = 'alice';
+    const { client, pending, seen } = setup(() => lost, { user: () => user }, storage);
+    await outcome(client.mutation('pay', { who: 'alice' }));
+    user = 'bob';
+    expect(await pending.list()).toEqual([]);
+    expect(await pending.resume(client)).toEqual([]);
+    const sent = seen.length;
+    await pending.clear(); // bob signs out
+    user = 'alice';
+    expect((await pending.list()).map((c) => c.input)).toEqual(['{"who":"alice"}']);
+    await pending.clear('alice');
+    expect(await pending.list()).toEqual([]);
+    expect(seen).toHaveLength(sent);
+  });
+
+  test('two resumes of the same call never send it at the same time (in-process lock without Web Locks)', async () => {
+    const storage = memoryAsyncStorage();
+    await asyncStorageStore(storage).put('default', { key: 'k', path: 'pay', input: '{}', firstSentAt: Date.now() });
+    // Two "tabs": two clients and links on one storage, over a server that answers after 20 ms.
+    let inFlight = 0;
+    let overlapped = false;
+    const sent: string[] = [];
+    const slowServer: TRPCLink<any> =
+      () =>
+      ({ op }) =>
+        observable((observer) => {
+          inFlight++;
+          overlapped ||= inFlight > 1;
+          sent.push(String(op.context.idempotencyKey));
+          const timer = setTimeout(() => {
+            inFlight--;
+            observer.next({ result: { type: 'data', data: 'paid' } });
+            observer.complete();
+          }, 20);
+          return () => clearTimeout(timer);
+        });
+    const tab = () => {
+      const pending = pendingCallsLink<any>({ procedures: ['pay'], store: asyncStorageStore(storage.restart()) });
+      const client = createTRPCUntypedClient({
+        links: [pending, idempotencyLink<any>({ procedures: ['pay'], budget: false }), slowServer],
+      });
+      return { pending, client };
+    };
+    const tabs = [tab(), tab()];
+    const results = await Promise.all(tabs.map((t) => t.pending.resume(t.client)));
+    expect(results.flat().map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
+    expect(sent).toEqual(['k', 'k']);
+    expect(overlapped).toBe(false);
+    expect(inFlight).toBe(0);
+  });
+});
+
+test('a stored call whose path is no longer keyed is never re-sent: reported failed and forgotten', async () => {
+  const storage = memoryAsyncStorage();
+  const store = asyncStorageStore(storage);
+  await store.put('default', { key: 'k', path: 'refunds.issue', input: '{}', firstSentAt: Date.now() });
+  const { client, pending, seen } = setup(() => ok(), {}, storage);
+  const [resumed] = await pending.resume(client);
+  expect(resumed?.status).toBe('failed');
+  expect(seen).toHaveLength(0);
+  expect(await store.list('default')).toEqual([]);
+});

@@ -1,0 +1,301 @@
+import {
+  getUntypedClient,
+  type Operation,
+  type OperationContext,
+  type OperationResultEnvelope,
+  type TRPCClient,
+  TRPCClientError,
+  type TRPCLink,
+  TRPCUntypedClient,
+} from '@trpc/client';
+import type { AnyRouter } from '@trpc/server';
+import { observable } from '@trpc/server/observable';
+import { generateKey as defaultGenerateKey } from './generateKey.js';
+import { takeAmbientContext } from './internals/ambientContext.js';
+import { withLock } from './internals/crossTabLock.js';
+import { classifyError } from './internals/retryPolicy.js';
+import type { PendingCall, PendingCallStore } from './pendingStorage/pendingCallStore.js';
+import type { IdempotencyCallInfo, MutationPath } from './types.js';
+
+export { callWithIdempotencyContext } from './internals/ambientContext.js';
+export { hasCrossTabLocks } from './internals/crossTabLock.js';
+export {
+  type AsyncStorageLike,
+  type AsyncStorageStoreOptions,
+  asyncStorageStore,
+} from './pendingStorage/asyncStorageStore.js';
+export { type IndexedDBStoreOptions, indexedDBStore } from './pendingStorage/indexedDBStore.js';
+export {
+  type LocalStorageStoreOptions,
+  localStorageStore,
+  type WebStorageLike,
+} from './pendingStorage/localStorageStore.js';
+export type { PendingCall, PendingCallStore } from './pendingStorage/pendingCallStore.js';
+
+declare module '@trpc/client' {
+  interface OperationContext {
+    /** When the call's key was first sent; set by `pendingCallsLink` (and by `resume`, from the stored call). */
+    idempotencyFirstSentAt?: number;
+  }
+}
+
+interface SerializerLike {
+  serialize(value: unknown): unknown;
+  deserialize(value: unknown): unknown;
+}
+
+/** Options of `pendingCallsLink`. */
+export interface PendingCallsLinkOptions<TRouter extends AnyRouter> {
+  /** The keyed mutations, as given to `idempotencyLink`. */
+  procedures: readonly MutationPath<TRouter>[] | 'all';
+  /**
+   * Where calls without a definitive answer are kept across reloads. Nothing is stored without it: the
+   * link then only hands each call's key (the caller's, or `useIdempotentMutation`'s) to `idempotencyLink`.
+   * @default undefined — nothing stored
+   */
+  store?: PendingCallStore;
+  /**
+   * Whose calls these are: the namespace they are stored, listed, resumed and cleared under. Return
+   * `null` or `undefined` while signed out: nothing is stored then. Call `clear()` at sign-out.
+   * @default () => 'default'
+   */
+  user?: () => string | null | undefined;
+  /** The transformer of your HTTP link (`superjson`, or `{ input, output }`): stored inputs go through it. */
+  transformer?: SerializerLike | { input: SerializerLike; output: SerializerLike };
+  /**
+   * The server's `ttl`: a stored call older than this, less `safetyMarginMs`, is reported as `expired`
+   * and never re-sent — its key may be gone from the server, where a re-send would run it again.
+   * @default 86_400_000 (the server's default, 24 h)
+   */
+  ttlMs?: number;
+  /** Room for clock skew and time in transit, taken off `ttlMs`. @default 60_000 */
+  safetyMarginMs?: number;
+  /** Makes a key for a call that comes without one. @default crypto.randomUUID() */
+  generateKey?: () => string;
+  /** Told when the store failed; the call is still sent, only not kept across a reload. @default console.warn */
+  onStoreError?: (error: unknown) => void;
+}
+
+/** How a resumed call ended. */
+export type ResumedCall =
+  /** It went through: `data` is its result (a replay when the first send had run). */
+  | { status: 'succeeded'; call: PendingCall; input: unknown; data: unknown; replayed: boolean }
+  /** A definitive error (a decline, a validation error): nothing more will change it; forgotten. */
+  | { status: 'failed'; call: PendingCall; input: unknown; error: unknown }
+  /** Still no definitive answer (offline): kept for the next `resume()`. */
+  | { status: 'unknown'; call: PendingCall; input: unknown; error: unknown }
+  /** Older than the server's `ttl`: never sent, forgotten. Tell the user to check before paying again. */
+  | { status: 'expired'; call: PendingCall; input: unknown };
+
+/** A link with the calls it keeps: `resume` them on start, `clear` them at sign-out. */
+export type PendingCallsLink<TRouter extends AnyRouter> = TRPCLink<TRouter> & {
+  /**
+   * Re-sends every stored call of the current user with its own key, through `client` (whose links must
+   * include this one), and reports how each ended. Tabs coordinate through the Web Locks API: a call is
+   * re-sent by one tab at a time, the next one gets the server's replay.
+   */
+  resume(client: TRPCClient<TRouter> | TRPCUntypedClient<TRouter>): Promise<ResumedCall[]>;
+  /** The current user's stored calls. */
+  list(): Promise<PendingCall[]>;
+  /** Forgets the stored calls of `user` (default: the current one). Call it at sign-out. */
+  clear(user?: string): Promise<void>;
+};
+
+/**
+ * Whether a failed keyed call's outcome is unknown: the link gave up on an error it retries (a lost
+ * answer, a timeout, a 5xx, a 409 `in_progress`) or the call was aborted. Such a call may have run; send
+ * it again with the same key. Any other error is the server's definitive answer and spends the key.
+ */
+export function isOutcomeUnknown(error: unknown): boolean {
+  return classifyError(error, Date.now()).retry;
+}
+
+/**
+ * Gives each keyed call its key before `idempotencyLink` sees it (the caller's `context.idempotencyKey`,
+ * the one `useIdempotentMutation` offers, or a new one) and, with a `store`, records the call before its
+ * first attempt and forgets it on a definitive answer. Put it before `idempotencyLink`.
+ */
+export function pendingCallsLink<TRouter extends AnyRouter>(
+  opts: PendingCallsLinkOptions<TRouter>,
+): PendingCallsLink<TRouter> {
+  const { store } = opts;
+  const guarded = opts.procedures === 'all' ? undefined : new Set<string>(opts.procedures);
+  const user = opts.user ?? (() => 'default');
+  const ttlMs = opts.ttlMs ?? 86_400_000;
+  const safetyMarginMs = opts.safetyMarginMs ?? 60_000;
+  const generateKey = opts.generateKey ?? defaultGenerateKey;
+  const onStoreError = opts.onStoreError ?? ((error) => console.warn('pendingCallsLink: store failed', error));
+  const transformer: SerializerLike = opts.transformer
+    ? 'input' in opts.transformer
+      ? opts.transformer.input
+      : opts.transformer
+    : { serialize: (value) => value, deserialize: (value) => value };
+  /** First-sent times of this session's keys: a "try again" keeps the time its key was first sent. */
+  const firstSent = new Map<string, number>();
+  const resuming = new Map<string, Promise<ResumedCall>>();
+
+  const namespace = (): string | undefined => (store ? (user() ?? undefined) : undefined);
+  const lockName = (ns: string, key: string) => `trpc-idempotency:${ns}:${key}`;
+  const forget = async (ns: string | undefined, key: string) => {
+    firstSent.delete(key);
+    if (ns === undefined || !store) return;
+    await store.remove(ns, key).catch(onStoreError);
+  };
+
+  const keyed = (op: Operation) => op.type === 'mutation' && (!guarded || guarded.has(op.path));
+
+  const link: TRPCLink<TRouter> =
+    () =>
+    ({ op, next }) => {
+      if (!keyed(op)) return next(op);
+      const ambient = takeAmbientContext();
+      return observable((observer) => {
+        const context: OperationContext = { ...op.context, ...ambient };
+        let key: string;
+        try {
+          key = typeof context.idempotencyKey === 'string' ? context.idempotencyKey : generateKey();
+        } catch (error) {
+          observer.error(TRPCClientError.from(error as Error));
+          return;
+        }
+        const firstSentAt = context.idempotencyFirstSentAt ?? firstSent.get(key) ?? Date.now();
+        firstSent.set(key, firstSentAt);
+        const sent: Operation = {
+          ...op,
+          context: { ...context, idempotencyKey: key, idempotencyFirstSentAt: firstSentAt },
+        };
+        const ns = namespace();
+
+        let finished = false;
+        let release = () => {};
+        const held = new Promise<void>((resolve) => (release = resolve));
+        // Held while the call is in flight, so another tab's resume of this key waits for its answer.
+        if (ns !== undefined) void withLock(lockName(ns, key), () => held);
+        let subscription: { unsubscribe(): void } | undefined;
+        let answer: OperationResultEnvelope<unknown, TRPCClientError<TRouter>> | undefined;
+
+        const start = () => {
+          if (finished) return;
+          subscription = next(sent).subscribe({
+            next(envelope) {
+              answer = envelope;
+            },
+            error(error) {
+              // The call is over either way; keep it only while its outcome is unknown.
+              const keep = isOutcomeUnknown(error);
+              void (keep ? Promise.resolve() : forget(ns, key)).then(() => {
+                finished = true;
+                release();
+                observer.error(error);
+              });
+            },
+            complete() {
+              // Forgotten before the app sees the answer: a reload right after it resumes nothing.
+              void forget(ns, key).then(() => {
+                finished = true;
+                release();
+                if (answer) observer.next(answer);
+                observer.complete();
+              });
+            },
+          });
+        };
+
+        let record: PendingCall | undefined;
+        if (ns !== undefined && store) {
+          try {
+            record = { key, path: op.path, input: JSON.stringify(transformer.serialize(op.input)), firstSentAt };
+          } catch (error) {
+            onStoreError(error); // an input JSON cannot hold (FormData, a stream) is sent, not kept
+          }
+        }
+        if (record && store && ns !== undefined) {
+          // Recorded before the first attempt: a reload from here on finds it.
+          store.put(ns, record).then(start, (error: unknown) => {
+            onStoreError(error);
+            start();
+          });
+        } else {
+          start();
+        }
+
+        return () => {
+          finished = true;
+          subscription?.unsubscribe();
+          release();
+        };
+      });
+    };
+
+  const resumeOne = async (
+    untyped: TRPCUntypedClient<TRouter>,
+    ns: string,
+    call: PendingCall,
+  ): Promise<ResumedCall> => {
+    let input: unknown;
+    try {
+      input = transformer.deserialize(JSON.parse(call.input));
+    } catch (error) {
+      await forget(ns, call.key);
+      return { status: 'failed', call, input: undefined, error };
+    }
+    if (guarded && !guarded.has(call.path)) {
+      // No longer keyed (the app's `procedures` changed): a re-send would carry no key, so it is never sent.
+      await forget(ns, call.key);
+      return {
+        status: 'failed',
+        call,
+        input,
+        error: new Error(`${call.path} is not in pendingCallsLink's procedures`),
+      };
+    }
+    const expired = () => Date.now() - call.firstSentAt >= ttlMs - safetyMarginMs;
+    return withLock(lockName(ns, call.key), async (): Promise<ResumedCall> => {
+      if (expired()) {
+        await forget(ns, call.key);
+        return { status: 'expired', call, input };
+      }
+      const info: IdempotencyCallInfo = { attempts: 0, replayed: false, settled: false };
+      const context: OperationContext = {
+        idempotencyKey: call.key,
+        idempotencyFirstSentAt: call.firstSentAt,
+        idempotencyInfo: info,
+      };
+      try {
+        const data = await untyped.mutation(call.path, input, { context });
+        return { status: 'succeeded', call, input, data, replayed: info.replayed };
+      } catch (error) {
+        return { status: isOutcomeUnknown(error) ? 'unknown' : 'failed', call, input, error };
+      }
+    });
+  };
+
+  return Object.assign(link, {
+    async resume(client: TRPCClient<TRouter> | TRPCUntypedClient<TRouter>) {
+      const ns = namespace();
+      if (ns === undefined || !store) return [];
+      const untyped = client instanceof TRPCUntypedClient ? client : getUntypedClient(client);
+      const calls = await store.list(ns);
+      return Promise.all(
+        calls.map((call) => {
+          // Twice in one tab (a React StrictMode effect, two components): one re-send.
+          let running = resuming.get(call.key);
+          if (!running) {
+            running = resumeOne(untyped, ns, call).finally(() => resuming.delete(call.key));
+            resuming.set(call.key, running);
+          }
+          return running;
+        }),
+      );
+    },
+    async list() {
+      const ns = namespace();
+      return ns === undefined || !store ? [] : store.list(ns);
+    },
+    async clear(of?: string) {
+      const ns = of ?? namespace();
+      firstSent.clear();
+      if (ns !== undefined && store) await store.clear(ns);
+    },
+  });
+}

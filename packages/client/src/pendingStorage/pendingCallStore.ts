@@ -1,0 +1,58 @@
+/**
+ * One keyed call that was sent and has no definitive answer yet, as `pendingCallsLink` records it before
+ * its first attempt. `input` may hold what the user typed (amounts, addresses): it is stored in clear.
+ */
+export interface PendingCall {
+  /** The idempotency key every attempt of the call carries. */
+  key: string;
+  /** The procedure's dotted path: `'payments.create'`. */
+  path: string;
+  /** The input as the app's transformer serialized it, then `JSON.stringify`-ed. */
+  input: string;
+  /** When the call was first sent (ms since the epoch, this device's clock): the server's `ttl` runs from about then. */
+  firstSentAt: number;
+}
+
+/**
+ * Where pending calls are kept between page loads: one small async interface for `localStorage`,
+ * IndexedDB and React Native's AsyncStorage. `namespace` separates users: one user's calls are never
+ * listed, resumed or cleared for another.
+ */
+export interface PendingCallStore {
+  /** Every call recorded under `namespace`, oldest first. */
+  list(namespace: string): Promise<PendingCall[]>;
+  /** Records a call, replacing one with the same key. Resolves once it is durable. */
+  put(namespace: string, call: PendingCall): Promise<void>;
+  /** Forgets one call; forgetting an absent one is not an error. */
+  remove(namespace: string, key: string): Promise<void>;
+  /** Forgets every call of `namespace` (sign-out). */
+  clear(namespace: string): Promise<void>;
+}
+
+/** Parses a stored record, or `undefined` for anything that is not one (another app's entry, a torn write). */
+export function parsePendingCall(text: string | null | undefined): PendingCall | undefined {
+  if (!text) return undefined;
+  try {
+    const value = JSON.parse(text) as Partial<PendingCall>;
+    if (
+      typeof value.key === 'string' &&
+      typeof value.path === 'string' &&
+      typeof value.input === 'string' &&
+      typeof value.firstSentAt === 'number'
+    ) {
+      return { key: value.key, path: value.path, input: value.input, firstSentAt: value.firstSentAt };
+    }
+  } catch {
+    // not ours
+  }
+  return undefined;
+}
+
+export function byFirstSent(a: PendingCall, b: PendingCall): number {
+  return a.firstSentAt - b.firstSentAt;
+}
+
+/** `prefix:namespace:` with the namespace escaped, so `a:b` and `a` + `:b` never share entries. */
+export function entryPrefix(prefix: string, namespace: string): string {
+  return `${prefix}:${encodeURIComponent(namespace)}:`;
+}

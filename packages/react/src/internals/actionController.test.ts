@@ -1,0 +1,126 @@
+import { createTRPCUntypedClient } from '@trpc/client';
+import { idempotencyLink, pendingCallsLink } from '@trpc-idempotency/client';
+import { describe, expect, test } from 'vitest';
+import { ledgerServer, type Network } from '../__tests__/ledgerServer.js';
+import { EarlierOutcomeUnknownError } from '../earlierOutcomeUnknownError.js';
+import { ActionController, type EarlierOutcome } from './actionController.js';
+
+type Input = { amountCents: number; description?: string };
+
+/** A controller over a real link chain (pendingCallsLink → idempotencyLink, 2 attempts) to a ledger server. */
+function setup(network?: Network) {
+  const server = ledgerServer(network);
+  const client = createTRPCUntypedClient({
+    links: [
+      pendingCallsLink<any>({ procedures: ['pay'] }),
+      idempotencyLink<any>({ procedures: ['pay'], attempts: 2, baseDelayMs: 0, budget: false }),
+      server.link,
+    ],
+  });
+  const earlier: EarlierOutcome<unknown, Input>[] = [];
+  let n = 0;
+  const controller = new ActionController<unknown, Input>(() => ({
+    generateKey: () => `key-${++n}`,
+    onEarlierSettled: (outcome) => earlier.push(outcome),
+  }));
+  const pay = (input: Input) => controller.run(input, undefined, (v) => client.mutation('pay', v));
+  const keys = () => server.attempts.map((op) => op.context.idempotencyKey);
+  return { controller, pay, server, keys, earlier };
+}
+
+const settle = (p: Promise<unknown>) =>
+  p.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
+
+describe('one key per user action', () => {
+  test('a double submit sends both copies under one key: one ledger row', async () => {
+    const { pay, server, keys } = setup();
+    const [a, b] = await Promise.all([pay({ amountCents: 4000 }), pay({ amountCents: 4000 })]);
+    expect(a).toEqual(b);
+    expect(keys()).toEqual(['key-1', 'key-1']);
+    expect(server.ledger).toHaveLength(1);
+  });
+
+  test('"try again" after the link gave up reuses the key; the retry is a replay: one row', async () => {
+    const { pay, server, keys, controller } = setup((n) => (n <= 2 ? 'lose' : 'deliver'));
+    const first = await settle(pay({ amountCents: 4000 }));
+    expect(first).toHaveProperty('error');
+    expect(controller.key).toBe('key-1'); // kept: the outcome is unknown
+    expect(await pay({ amountCents: 4000 })).toEqual({ id: 1 });
+    expect(keys()).toEqual(['key-1', 'key-1', 'key-1']);
+    expect(server.ledger).toHaveLength(1);
+  });
+
+  test('a definitive answer spends the key: the next submission of the same input is a new payment', async () => {
+    const { pay, server, keys, controller } = setup();
+    await pay({ amountCents: 4000 });
+    expect(controller.key).toBeUndefined();
+    await pay({ amountCents: 4000 });
+    expect(keys()).toEqual(['key-1', 'key-2']);
+    expect(server.ledger).toHaveLength(2);
+  });
+
+  test('the same input with its keys in another order is the same submission', async () => {
+    const { pay, keys } = setup((n) => (n <= 2 ? 'lose' : 'deliver'));
+    await settle(pay({ amountCents: 1, description: 'a' }));
+    await pay({ description: 'a', amountCents: 1 });
+    expect(new Set(keys())).toEqual(new Set(['key-1']));
+  });
+});
+
+describe('a changed input after an unknown outcome', () => {
+  test('settles the earlier submission with its own key and input first, reports it, then pays the new input under a new key', async () => {
+    const { pay, server, keys, earlier } = setup((n) => (n <= 2 ? 'lose' : 'deliver'));
+    await settle(pay({ amountCents: 1000 }));
+    expect(await pay({ amountCents: 1100 })).toEqual({ id: 2 });
+    expect(server.attempts.map((op) => [op.context.idempotencyKey, (op.input as Input).amountCents])).toEqual([
+      ['key-1', 1000],
+      ['key-1', 1000],
+      ['key-1', 1000], // the earlier submission, settled: a replay of the charge the lost answers hid
+      ['key-2', 1100],
+    ]);
+    expect(earlier).toEqual([
+      { status: 'succeeded', key: 'key-1', variables: { amountCents: 1000 }, data: { id: 1 }, replayed: true },
+    ]);
+    expect(server.ledger.map((row) => row.key)).toEqual(['key-1', 'key-2']);
+    expect(keys()).not.toContain(undefined);
+  });
+
+  test('never sends the new input while the earlier outcome stays unknown: EarlierOutcomeUnknownError, key kept', async () => {
+    const { pay, server, controller } = setup(() => 'lose');
+    await settle(pay({ amountCents: 1000 }));
+    const changed = await settle(pay({ amountCents: 1100 }));
+    expect((changed as { error: unknown }).error).toBeInstanceOf(EarlierOutcomeUnknownError);
+    expect(server.attempts.every((op) => (op.input as Input).amountCents === 1000)).toBe(true);
+    expect(controller.key).toBe('key-1');
+  });
+
+  test('an earlier submission still in flight is waited for, not re-sent, and its outcome reported', async () => {
+    const { pay, server, earlier } = setup();
+    const first = pay({ amountCents: 1000 });
+    const second = pay({ amountCents: 1100 }); // changed before the first answered
+    await Promise.all([first, second]);
+    expect(server.attempts.map((op) => op.context.idempotencyKey)).toEqual(['key-1', 'key-2']);
+    expect(earlier.map((e) => [e.status, e.key])).toEqual([['succeeded', 'key-1']]);
+    expect(server.ledger).toHaveLength(2);
+  });
+});
+
+describe('without pendingCallsLink in the chain', () => {
+  test('the controller is told the key did not reach the link (the hook logs an error)', async () => {
+    const server = ledgerServer();
+    const client = createTRPCUntypedClient({
+      links: [idempotencyLink<any>({ procedures: ['pay'], budget: false }), server.link],
+    });
+    let notDelivered = 0;
+    const controller = new ActionController<unknown, Input>(() => ({
+      generateKey: () => 'action-key',
+      onNotDelivered: () => notDelivered++,
+    }));
+    await controller.run({ amountCents: 1 }, undefined, (v) => client.mutation('pay', v));
+    expect(notDelivered).toBe(1);
+    expect(server.attempts[0]!.context.idempotencyKey).not.toBe('action-key');
+  });
+});

@@ -1,0 +1,156 @@
+import { existsSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { build } from 'esbuild';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+
+const chromiumPath = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find(
+  (candidate): candidate is string => !!candidate && existsSync(candidate),
+);
+if (!chromiumPath && (process.env.CI === 'true' || process.env.CI === '1')) {
+  throw new Error('CI is set but no Chromium was found: install Debian `chromium` or point CHROMIUM_PATH at one.');
+}
+
+/** The test page bundled as a development or a production build, the way an app's bundler would. */
+async function bundle(nodeEnv: 'development' | 'production'): Promise<string> {
+  const result = await build({
+    entryPoints: [path.join(import.meta.dirname, '__tests__/hookPage.ts')],
+    bundle: true,
+    write: false,
+    format: 'esm',
+    platform: 'browser',
+    define: { 'process.env.NODE_ENV': JSON.stringify(nodeEnv) },
+    logLevel: 'silent',
+  });
+  return result.outputFiles[0]!.text;
+}
+
+type State = { status: string; key: string | null; earlier: { status: string; key: string } | null };
+type Input = { amountCents: number; description: string };
+
+describe.skipIf(!chromiumPath)('useIdempotentMutation in React 19 (StrictMode) in Chromium', () => {
+  let server: Server;
+  let browser: Browser;
+  let origin: string;
+  const bundles = new Map<string, string>();
+
+  beforeAll(async () => {
+    bundles.set('development', await bundle('development'));
+    bundles.set('production', await bundle('production'));
+    server = createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      const js = bundles.get(url.pathname.slice(1).replace(/\.js$/, ''));
+      if (js) return void res.writeHead(200, { 'content-type': 'text/javascript' }).end(js);
+      const build = url.searchParams.get('build') ?? 'development';
+      res
+        .writeHead(200, { 'content-type': 'text/html' })
+        .end(`<!doctype html><div id="root"></div><script type="module" src="/${build}.js"></script>`);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    browser = await chromium.launch({
+      executablePath: chromiumPath,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    server?.close();
+  });
+
+  async function open(query: string): Promise<{ page: Page; warnings: string[] }> {
+    const page = await (await browser.newContext()).newPage();
+    const warnings: string[] = [];
+    page.on('console', (message) => {
+      if (message.type() === 'warning' || message.type() === 'error') warnings.push(message.text());
+    });
+    page.on('pageerror', (error) => warnings.push(`pageerror: ${error.message}`));
+    await page.goto(`${origin}/?${query}`);
+    await page.locator('#state').waitFor();
+    return { page, warnings };
+  }
+
+  const state = async (page: Page): Promise<State> => JSON.parse((await page.locator('#state').textContent()) ?? '{}');
+  const settled = async (page: Page): Promise<State> => {
+    await expect.poll(async () => (await state(page)).status).toMatch(/success|error/);
+    return state(page);
+  };
+  const mutate = (page: Page, input: Input) => page.evaluate((i) => (window as any).hook.mutate(i), input);
+  const sent = (page: Page) =>
+    page.evaluate(() =>
+      (window as any).hook.server.attempts.map((op: any) => [op.context.idempotencyKey, op.input.amountCents]),
+    );
+  const rows = (page: Page) => page.evaluate(() => (window as any).hook.server.ledger.length as number);
+  const pay = { amountCents: 4000, description: 'Train ticket' };
+
+  test('warns in a development build when the mutation or the QueryClient sets retry, never in production', async () => {
+    const retryWarning = /retry.*is ignored and set to 0/;
+    for (const [query, warns] of [
+      ['build=development&retry', true],
+      ['build=development&defaultRetry', true],
+      ['build=development', false],
+      ['build=production&retry', false],
+    ] as const) {
+      const { page, warnings } = await open(query);
+      await page.waitForTimeout(200); // effects have run
+      expect(
+        warnings.some((w) => retryWarning.test(w)),
+        `${query}: ${warnings.join('\n')}`,
+      ).toBe(warns);
+      await page.close();
+    }
+  });
+
+  test('retry stays 0 even when set: the link is the only layer that retries (2 attempts, not 2 × 3)', async () => {
+    const { page } = await open('retry&lose=5');
+    await mutate(page, pay);
+    expect((await settled(page)).status).toBe('error');
+    expect(await sent(page)).toHaveLength(2);
+  });
+
+  test('a double mutate sends one key; the key is spent by the answer', async () => {
+    const { page, warnings } = await open('');
+    // Both in one task, as a double click lands while the first is in flight.
+    await page.evaluate((i) => {
+      (window as any).hook.mutate(i);
+      (window as any).hook.mutate(i);
+    }, pay);
+    expect((await settled(page)).status).toBe('success');
+    await expect.poll(() => sent(page)).toHaveLength(2);
+    const [[a], [b]] = await sent(page);
+    expect(a).toBe(b);
+    expect(await rows(page)).toBe(1);
+    expect((await state(page)).key).toBeNull();
+    expect(warnings).toEqual([]);
+  });
+
+  test('after the link gave up the key stays on screen, "try again" reuses it: one ledger row', async () => {
+    const { page } = await open('lose=2');
+    await mutate(page, pay);
+    const unknown = await settled(page);
+    expect(unknown.status).toBe('error');
+    expect(unknown.key).toMatch(/^[0-9a-f-]{36}$/);
+    await mutate(page, pay);
+    await expect.poll(async () => (await state(page)).status).toBe('success');
+    expect(new Set((await sent(page)).map(([key]: [string]) => key))).toEqual(new Set([unknown.key]));
+    expect(await rows(page)).toBe(1);
+  });
+
+  test("a changed input after an unknown outcome shows the earlier one's outcome in idempotency.earlier", async () => {
+    const { page } = await open('lose=2');
+    await mutate(page, pay);
+    const first = await settled(page);
+    await mutate(page, { ...pay, amountCents: 4100 });
+    await expect.poll(async () => (await state(page)).earlier?.status).toBe('succeeded');
+    await expect.poll(async () => (await state(page)).status).toBe('success');
+    expect((await state(page)).earlier?.key).toBe(first.key);
+    const keys = (await sent(page)).map(
+      ([key, amount]: [string, number]) => `${key === first.key ? 'k1' : 'k2'}:${amount}`,
+    );
+    expect(keys).toEqual(['k1:4000', 'k1:4000', 'k1:4000', 'k2:4100']);
+    expect(await rows(page)).toBe(2);
+  });
+});
