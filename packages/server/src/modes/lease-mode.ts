@@ -149,13 +149,17 @@ async function runOwned(
           options.serializer,
         );
         // The handler's writes roll back; the deterministic error is stored if this owner still holds the key.
+        let stored: boolean;
         try {
-          await session.rollback([sql.storeErrorFenced(owner, response)]);
-          event(rt, call, 'executed');
+          stored = ((await session.rollback([sql.storeErrorFenced(owner, response)]))[0]?.length ?? 0) > 0;
         } catch (error) {
           // Not stored: the claim stays until its lease runs out, then a retry takes it over and runs again.
           event(rt, call, 'released', error);
+          return result;
         }
+        // A takeover owns the key now: as on the success path, the new owner's outcome is the key's, not ours.
+        if (!stored) throw conflict(rt, call);
+        event(rt, call, 'executed');
       } else {
         await session.rollback([sql.releaseLease(owner)]).catch(() => {});
         event(rt, call, 'released', result.error);

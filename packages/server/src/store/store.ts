@@ -169,7 +169,7 @@ class UnlockingSession implements Session {
 
   async rollback(after?: readonly string[]) {
     try {
-      await this.#inner.rollback(after);
+      return await this.#inner.rollback(after);
     } finally {
       this.#unlock();
     }
