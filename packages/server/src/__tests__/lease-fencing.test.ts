@@ -146,3 +146,22 @@ describe.each(['pg-fast', 'pg-general'] as const)('lease renewal with a busy poo
     }
   });
 });
+
+describe('lease mode on PGlite (one connection: nobody can take a claim over while the process lives)', () => {
+  let backend: Backend;
+  beforeAll(async () => {
+    backend = await openBackend('pglite');
+    await makeApp(backend).idempotency.migrate();
+  });
+  afterAll(() => backend?.close());
+
+  it('completes and stores a handler that outlasts its lease, its signal never aborted', async () => {
+    const app = slowApp(backend, 400, { lease: 100 });
+    const key = `pglite-${Date.now().toString(36)}`;
+    const first = await app.call(key);
+    expect(first.ok).toBe(true);
+    expect(await app.call(key)).toEqual(first);
+    expect(app.runs).toHaveLength(1);
+    expect(app.runs[0]!.abortedAt).toBeUndefined();
+  });
+});

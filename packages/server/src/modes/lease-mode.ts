@@ -15,6 +15,9 @@ import {
 import { encodeStoredResponse } from '../serialize/stored-response.js';
 import { createHandlerDb } from '../store/handler-db.js';
 import type { Row, Session } from '../store/session.js';
+import type { Statements } from '../store/statements.js';
+import type { Store } from '../store/store.js';
+import { LeaseRenewer } from './lease-renewer.js';
 
 /** First and largest pause between two looks at an in-flight original's row. */
 const POLL_FIRST_MS = 20;
@@ -25,7 +28,9 @@ const FENCED = '22012';
 
 /**
  * Lease mode: the claim commits first (in_progress, a lease, a fencing token), the lease is renewed while the
- * handler runs, and the handler's writes commit with the stored result only while the token still owns the row.
+ * handler runs (lease-renewer.ts), and the handler's writes commit with the stored result only while the token
+ * still owns the row and its lease is live; a holder that cannot be sure of its lease is told (its signal) and
+ * fenced off before the lease lapses.
  * A duplicate polls until `wait`, then 409; a claim whose lease ran out (its holder died) is taken over.
  */
 export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promise<MiddlewareResultLike> {
@@ -71,6 +76,8 @@ interface Owner {
   token: string;
   takeover: boolean;
   expiresAt: number;
+  /** performance.now() when the winning statement was sent: the lease runs from no earlier than this. */
+  sentAt: number;
 }
 
 /**
@@ -94,13 +101,22 @@ async function claimKey(
   };
   const read = async (session: Session | undefined) =>
     (session ? await session.finish([sql.select(call)]) : await store.autocommit([sql.select(call)]))[0]?.[0];
-  const owner = (row: Row, takeover: boolean) => ({ token: lease.token, takeover, expiresAt: Number(row.expires_ms) });
+  const owner = (row: Row, takeover: boolean, sentAt: number) => ({
+    token: lease.token,
+    takeover,
+    expiresAt: Number(row.expires_ms),
+    sentAt,
+  });
+  let sentAt = performance.now();
   const claimed = await tryClaim(sql.claimLease(lease));
-  if (claimed.row) return { owner: owner(claimed.row, false), session: claimed.session };
+  if (claimed.row) return { owner: owner(claimed.row, false, sentAt), session: claimed.session };
   const existing = await read(claimed.session);
   if (!existing || !(existing.free === true || deadLease(existing, call))) return { existing };
+  sentAt = performance.now();
   const taken = await tryClaim(sql.takeOverLease(lease));
-  if (taken.row) return { owner: owner(taken.row, existing.status === 'in_progress'), session: taken.session };
+  if (taken.row) {
+    return { owner: owner(taken.row, existing.status === 'in_progress', sentAt), session: taken.session };
+  }
   // Another call took it over first: look again.
   taken.session?.rollback().catch(() => {});
   return {};
@@ -126,8 +142,10 @@ async function runOwned(
 ): Promise<MiddlewareResultLike> {
   const { store, sql, options } = rt;
   const owner = { scope: call.scope, key: call.key, token: claim.token };
-  // On one connection (PGlite) nobody else can take the claim over while this process lives: no renewal.
-  const renewal = store.singleConnection ? undefined : startRenewal(rt, owner);
+  // On one connection (PGlite) nobody else can take the claim over while this process lives: no renewal, and the
+  // completion need not check the lease.
+  const held = store.singleConnection ? undefined : rt.leases?.hold(owner, claim.sentAt);
+  const liveLease = held !== undefined;
   try {
     let session: Session;
     try {
@@ -141,9 +159,11 @@ async function runOwned(
       scope: call.scope,
       db: createHandlerDb(rt.db, session.executor),
       takeover: claim.takeover,
+      signal: held?.signal ?? new AbortController().signal,
     });
     if (!result.ok) {
       if (shouldStoreError(result.error, options.storeErrors)) {
+        if (held?.lost) return await fencedOff(rt, call, session, owner);
         const response = encodeStoredResponse(
           { ok: false, error: { code: result.error.code, message: result.error.message } },
           options.serializer,
@@ -151,7 +171,7 @@ async function runOwned(
         // The handler's writes roll back; the deterministic error is stored if this owner still holds the key.
         let stored: boolean;
         try {
-          stored = ((await session.rollback([sql.storeErrorFenced(owner, response)]))[0]?.length ?? 0) > 0;
+          stored = ((await session.rollback([sql.storeErrorFenced(owner, response, liveLease)]))[0]?.length ?? 0) > 0;
         } catch (error) {
           // Not stored: the claim stays until its lease runs out, then a retry takes it over and runs again.
           event(rt, call, 'released', error);
@@ -179,11 +199,13 @@ async function runOwned(
       await session.rollback([sql.releaseLease(owner)]).catch(() => {});
       throw responseTooLarge(rt, call, bytes);
     }
+    if (held?.lost) return await fencedOff(rt, call, session, owner);
     try {
-      await session.commit([sql.completeFenced(owner, response)]);
+      await session.commit([sql.completeFenced(owner, response, liveLease)]);
     } catch (error) {
       if ((error as { code?: unknown })?.code === FENCED) {
-        // A takeover owns the key now: this owner's writes were rolled back; the new owner's result will answer.
+        // A takeover owns the key now (or this lease lapsed): this owner's writes were rolled back; the new
+        // owner's result will answer.
         throw conflict(rt, call);
       }
       await store.autocommit([sql.releaseLease(owner)]).catch(() => {});
@@ -194,23 +216,31 @@ async function runOwned(
     event(rt, call, 'executed');
     return result;
   } finally {
-    if (renewal) clearInterval(renewal);
+    if (held) rt.leases?.drop(held);
   }
 }
 
-/** Extends the lease every third of its length, so only a dead holder's claim ever expires. */
-function startRenewal(rt: Runtime, owner: { scope: string; key: string; token: string }) {
-  const leaseMs = rt.options.lease;
-  const timer = setInterval(
-    () => {
-      rt.store.autocommit([rt.sql.renewLease({ ...owner, leaseMs })]).catch(() => {
-        // A missed renewal is retried at the next tick; if the database stays away the lease expires, as it must.
-      });
-    },
-    Math.max(50, Math.floor(leaseMs / 3)),
+/**
+ * The holder learnt it may have lost its lease (its signal aborted): nothing of it is stored. Its writes roll
+ * back, its claim is freed if it still has it, and it answers 409 `in_progress` — whoever owns the key now answers.
+ */
+async function fencedOff(
+  rt: Runtime,
+  call: Call,
+  session: Session,
+  owner: { scope: string; key: string; token: string },
+): Promise<never> {
+  await session.rollback([rt.sql.releaseLease(owner)]).catch(() => {});
+  throw conflict(rt, call);
+}
+
+/** Renews the leases of one middleware instance, through the store's renewal connection. */
+export function createLeaseRenewer(store: Store, sql: Statements, leaseMs: number): LeaseRenewer {
+  return new LeaseRenewer(
+    leaseMs,
+    async (owners) => (await store.renew(sql.renewLeases(owners, leaseMs))).map((row) => String(row.token)),
+    () => store.renewalsIdle(),
   );
-  timer.unref?.();
-  return timer;
 }
 
 function sleep(ms: number): Promise<void> {

@@ -104,6 +104,7 @@ async function runOwned(
     scope: call.scope,
     db: createHandlerDb(rt.db, session.executor),
     takeover: false,
+    signal: new AbortController().signal,
   });
   let response: string;
   let statements: string[];

@@ -156,21 +156,29 @@ WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)}`;
   }
 
   /**
-   * Lease mode: stores the result only while `token` still owns the row. When a takeover has fenced this owner
-   * off, no row matches and the division by zero (22012) aborts the transaction, so the COMMIT that follows in the
-   * same round trip cannot commit the stale owner's writes.
+   * Lease mode: stores the result only while `token` still owns the row and, with `liveLease`, while its lease has
+   * not lapsed (a holder whose lease lapsed may be taken over at any moment: it never stores). When the owner was
+   * fenced off, no row matches and the division by zero (22012) aborts the transaction, so the COMMIT that follows
+   * in the same round trip cannot commit the stale owner's writes.
    */
-  completeFenced(r: RowKey & { token: string }, response: string): string {
+  completeFenced(r: RowKey & { token: string }, response: string, liveLease: boolean): string {
     return `WITH done AS (UPDATE ${this.#t} SET status = 'done', response = ${literal(response)}, locked_until = NULL
-  WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)}
-    AND status = 'in_progress' RETURNING 1)
+  WHERE ${this.#owns(r, liveLease)} RETURNING 1)
 SELECT 1 / (SELECT count(*)::int FROM done) AS still_owner`;
   }
 
-  /** Lease mode, autocommit: extends the lease while the owner's handler runs. */
-  renewLease(r: RowKey & { token: string; leaseMs: number }): string {
-    return `UPDATE ${this.#t} SET locked_until = ${fromNow(r.leaseMs)}
-WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'`;
+  /**
+   * Lease mode, autocommit: extends the leases of every listed owner whose lease is still live, in one statement
+   * (one round trip per renewal tick however many calls run). A lapsed lease is never revived: it may already have
+   * been taken over. Returns the token of each renewed lease; a missing one lost its claim.
+   */
+  renewLeases(owners: readonly (RowKey & { token: string })[], leaseMs: number): string {
+    const values = owners.map((o) => `(${literal(o.scope)}, ${literal(o.key)}, ${literal(o.token)})`).join(', ');
+    return `UPDATE ${this.#t} AS k SET locked_until = ${fromNow(leaseMs)}
+FROM (VALUES ${values}) AS v(scope, key, token)
+WHERE k.scope = v.scope AND k.key = v.key AND k.token = v.token AND k.status = 'in_progress'
+  AND k.locked_until > clock_timestamp()
+RETURNING k.token`;
   }
 
   /** Lease mode, autocommit: frees the key after a failure, if this owner still holds it. */
@@ -180,9 +188,16 @@ WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${lite
   }
 
   /** Lease mode, autocommit: stores a deterministic error after the handler's transaction was rolled back. */
-  storeErrorFenced(r: RowKey & { token: string }, response: string): string {
+  storeErrorFenced(r: RowKey & { token: string }, response: string, liveLease: boolean): string {
     return `UPDATE ${this.#t} SET status = 'done', response = ${literal(response)}, locked_until = NULL
-WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'
+WHERE ${this.#owns(r, liveLease)}
 RETURNING 1 AS stored`;
+  }
+
+  /** The row is still `token`'s claim (and, with `liveLease`, its lease has not lapsed). */
+  #owns(r: RowKey & { token: string }, liveLease: boolean): string {
+    return `scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'${
+      liveLease ? ' AND locked_until > clock_timestamp()' : ''
+    }`;
   }
 }
