@@ -52,8 +52,18 @@ function deadLease(a: string, fingerprint: string, path: string): string {
  * 0 ms becomes 1 ms: lock_timeout = 0 would mean "wait forever".
  */
 function boundLockWait(ms: number): string {
-  return `set_config('lock_timeout', CASE WHEN set_config('${SAVED_LOCK_TIMEOUT}', current_setting('lock_timeout'), true) IS NULL
-    OR set_config('${CLAIM_SNAPSHOT}', pg_current_snapshot()::text, true) IS NULL THEN NULL ELSE '${int(Math.max(1, ms))}ms' END, true) IS NOT NULL`;
+  return `set_config('lock_timeout', CASE WHEN set_config('${SAVED_LOCK_TIMEOUT}', ${firstValue(SAVED_LOCK_TIMEOUT, "current_setting('lock_timeout')")}, true) IS NULL
+    OR set_config('${CLAIM_SNAPSHOT}', ${firstValue(CLAIM_SNAPSHOT, 'pg_current_snapshot()::text')}, true) IS NULL THEN NULL ELSE '${int(Math.max(1, ms))}ms' END, true) IS NOT NULL`;
+}
+
+/**
+ * The setting's value if this transaction already set it, else `value`. An UPDATE that waited for a row lock is
+ * re-evaluated on the row's new version, filter included: the second run must not save our own lock_timeout as
+ * the caller's (the RETURNING would then leave `wait` in force for the handler), nor move the claim's snapshot.
+ * Outside its transaction a transaction-local setting reads as '' (or NULL if never set).
+ */
+function firstValue(setting: string, value: string): string {
+  return `coalesce(nullif(current_setting('${setting}', true), ''), ${value})`;
 }
 
 const RESTORE_LOCK_TIMEOUT = `set_config('lock_timeout', current_setting('${SAVED_LOCK_TIMEOUT}'), true) AS lock_timeout_restored`;
