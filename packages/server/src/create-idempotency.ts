@@ -65,7 +65,7 @@ export function createIdempotency<TContext extends object, DB, TRequired extends
   };
   const fn = createMiddlewareFunction(
     rt,
-    new InFlightCalls(),
+    new InFlightCalls(resolved.mode === 'transaction'),
     resolved.mode === 'lease' ? runLeaseMode : runTransactionMode,
   );
   const middleware = experimental_trpcMiddleware<{ ctx: TContext }>().create(fn as never);
