@@ -75,17 +75,14 @@ describe.each(BACKENDS.flatMap((b) => (['transaction', 'lease'] as const).map((m
       await expectKeysUsable(keys, 'cb-store');
     });
 
-    it('serializer.serialize that throws, on the success and the stored-error path: released, nothing held', async () => {
+    // Stored errors are kept as plain JSON, never through the serializer: only a success can make it throw.
+    it('serializer.serialize that throws on a success: released, nothing held', async () => {
       const bad = makeApp(backend, {
         mode,
         serializer: { serialize: boom, deserialize: defaultSerializer.deserialize },
       });
-      const keys = Array.from({ length: 6 }, newKey);
-      for (const [i, key] of keys.entries()) {
-        bad.control.throwAfterWrite =
-          i % 2 ? () => new TRPCError({ code: 'PAYMENT_REQUIRED', message: 'declined' }) : undefined;
-        await completes(failure(bad.caller(key, 'cb-ser').payments.create({ amount: 1 })));
-      }
+      const keys = Array.from({ length: 5 }, newKey);
+      for (const key of keys) await completes(failure(bad.caller(key, 'cb-ser').payments.create({ amount: 1 })));
       await expectNothingHeld();
       await expectKeysUsable(keys, 'cb-ser');
     });

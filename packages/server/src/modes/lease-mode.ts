@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { shouldStoreError } from '../errors/error-policy.js';
 import type { Call, MiddlewareResultLike, NextFn, Runtime } from '../middleware/call.js';
 import {
   callNext,
@@ -10,9 +9,9 @@ import {
   mismatch,
   replayRow,
   responseTooLarge,
+  responseToStore,
   utf8Bytes,
 } from '../middleware/outcomes.js';
-import { encodeStoredResponse } from '../serialize/stored-response.js';
 import { createHandlerDb } from '../store/handler-db.js';
 import type { Row, Session } from '../store/session.js';
 import type { Statements } from '../store/statements.js';
@@ -59,7 +58,7 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
       if (existing.fingerprint !== call.fingerprint || existing.path !== call.path) throw mismatch(rt, call);
       if (existing.status === 'done' && typeof existing.response === 'string') {
         if (waited) event(rt, call, 'waited');
-        return replayRow(rt, call, existing.response, Number(existing.expires_ms));
+        return replayRow(rt, call, existing.response, claim.readAt + Number(existing.expires_in_ms));
       }
     }
     // The original still holds a live lease (or its row just vanished): look again until `wait` is used up.
@@ -75,7 +74,6 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
 interface Owner {
   token: string;
   takeover: boolean;
-  expiresAt: number;
   /** performance.now() when the winning statement was sent: the lease runs from no earlier than this. */
   sentAt: number;
 }
@@ -88,7 +86,8 @@ async function claimKey(
   rt: Runtime,
   call: Call,
 ): Promise<
-  { owner: Owner; session: Session | undefined; existing?: undefined } | { owner?: undefined; existing?: Row }
+  | { owner: Owner; session: Session | undefined; existing?: undefined }
+  | { owner?: undefined; existing?: Row; readAt: number }
 > {
   const { store, sql, options } = rt;
   const lease = { ...call, ttlMs: options.ttl, token: randomUUID(), leaseMs: options.lease };
@@ -101,25 +100,26 @@ async function claimKey(
   };
   const read = async (session: Session | undefined) =>
     (session ? await session.finish([sql.select(call)]) : await store.autocommit([sql.select(call)]))[0]?.[0];
-  const owner = (row: Row, takeover: boolean, sentAt: number) => ({
+  const owner = (takeover: boolean, sentAt: number) => ({
     token: lease.token,
     takeover,
-    expiresAt: Number(row.expires_ms),
     sentAt,
   });
   let sentAt = performance.now();
   const claimed = await tryClaim(sql.claimLease(lease));
-  if (claimed.row) return { owner: owner(claimed.row, false, sentAt), session: claimed.session };
+  if (claimed.row) return { owner: owner(false, sentAt), session: claimed.session };
+  // The row's expiry is read relative to the database's clock and counted on ours from before the read.
+  const readAt = performance.now();
   const existing = await read(claimed.session);
-  if (!existing || !(existing.free === true || deadLease(existing, call))) return { existing };
+  if (!existing || !(existing.free === true || deadLease(existing, call))) return { existing, readAt };
   sentAt = performance.now();
   const taken = await tryClaim(sql.takeOverLease(lease));
   if (taken.row) {
-    return { owner: owner(taken.row, existing.status === 'in_progress', sentAt), session: taken.session };
+    return { owner: owner(existing.status === 'in_progress', sentAt), session: taken.session };
   }
   // Another call took it over first: look again.
   taken.session?.rollback().catch(() => {});
-  return {};
+  return { readAt };
 }
 
 /** A claim of this payload whose holder stopped renewing its lease: the holder died, the call may run again. */
@@ -161,38 +161,37 @@ async function runOwned(
       takeover: claim.takeover,
       signal: held?.signal ?? new AbortController().signal,
     });
-    if (!result.ok) {
-      if (shouldStoreError(result.error, options.storeErrors)) {
-        if (held?.lost) return await fencedOff(rt, call, session, owner);
-        const response = encodeStoredResponse(
-          { ok: false, error: { code: result.error.code, message: result.error.message } },
-          options.serializer,
-        );
-        // The handler's writes roll back; the deterministic error is stored if this owner still holds the key.
-        let stored: boolean;
-        try {
-          stored = ((await session.rollback([sql.storeErrorFenced(owner, response, liveLease)]))[0]?.length ?? 0) > 0;
-        } catch (error) {
-          // Not stored: the claim stays until its lease runs out, then a retry takes it over and runs again.
-          event(rt, call, 'released', error);
-          return result;
-        }
-        // A takeover owns the key now: as on the success path, the new owner's outcome is the key's, not ours.
-        if (!stored) throw conflict(rt, call);
-        event(rt, call, 'executed');
-      } else {
-        await session.rollback([sql.releaseLease(owner)]).catch(() => {});
-        event(rt, call, 'released', result.error);
-      }
-      return result;
-    }
-    let response: string;
+    let response: string | undefined;
     try {
-      response = encodeStoredResponse({ ok: true, data: result.data }, options.serializer);
+      response = responseToStore(rt, result);
     } catch (error) {
+      // The app's storeErrors or serializer threw: nothing is stored, the claim must not outlive the call.
       await session.rollback([sql.releaseLease(owner)]).catch(() => {});
       event(rt, call, 'released', error);
       throw completionFailure(error);
+    }
+    if (response === undefined) {
+      await session.rollback([sql.releaseLease(owner)]).catch(() => {});
+      event(rt, call, 'released', result.ok ? undefined : result.error);
+      return result;
+    }
+    if (!result.ok) {
+      if (held?.lost) return await fencedOff(rt, call, session, owner);
+      // The handler's writes roll back; the deterministic error is stored if this owner still holds the key.
+      let stored: boolean;
+      try {
+        stored =
+          ((await session.rollback([sql.storeErrorFenced(owner, response, options.ttl, liveLease)]))[0]?.length ?? 0) >
+          0;
+      } catch (error) {
+        // Not stored: the claim stays until its lease runs out, then a retry takes it over and runs again.
+        event(rt, call, 'released', error);
+        return result;
+      }
+      // A takeover owns the key now: as on the success path, the new owner's outcome is the key's, not ours.
+      if (!stored) throw conflict(rt, call);
+      event(rt, call, 'executed');
+      return result;
     }
     const bytes = utf8Bytes(response, options.maxResponseBytes);
     if (bytes > options.maxResponseBytes) {
@@ -200,8 +199,10 @@ async function runOwned(
       throw responseTooLarge(rt, call, bytes);
     }
     if (held?.lost) return await fencedOff(rt, call, session, owner);
+    // The row expires `ttl` after the completion, by the database's clock: on ours, no earlier than from now.
+    const expiresAt = performance.now() + options.ttl;
     try {
-      await session.commit([sql.completeFenced(owner, response, liveLease)]);
+      await session.commit([sql.completeFenced(owner, response, options.ttl, liveLease)]);
     } catch (error) {
       if ((error as { code?: unknown })?.code === FENCED) {
         // A takeover owns the key now (or this lease lapsed): this owner's writes were rolled back; the new
@@ -212,7 +213,7 @@ async function runOwned(
       event(rt, call, 'released', error);
       throw completionFailure(error);
     }
-    rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt: claim.expiresAt });
+    rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });
     event(rt, call, 'executed');
     return result;
   } finally {

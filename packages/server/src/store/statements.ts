@@ -21,13 +21,18 @@ const CLAIM_SNAPSHOT = 'trpc_idempotency.claim_snapshot';
 /** Name of the savepoint a transaction-mode claim sets, so a stored error can drop the handler's writes. */
 export const SAVEPOINT = 'trpc_idempotency_handler';
 
-/** Columns every read of an existing row returns; `expires_ms`, `lease_left_ms` and `free` by the database clock. */
+/** Columns every read of an existing row returns; `expires_in_ms`, `lease_left_ms` and `free` by the database clock. */
 const ROW_COLUMNS = `status, fingerprint, path, response, token, xmin::text AS xmin,
-  (extract(epoch from expires_at) * 1000)::float8 AS expires_ms,
+  greatest(0, extract(epoch from (expires_at - clock_timestamp())) * 1000)::float8 AS expires_in_ms,
   greatest(0, extract(epoch from (locked_until - clock_timestamp())) * 1000)::float8 AS lease_left_ms,
   ${expiredAndFree('t')} AS free, current_setting('${CLAIM_SNAPSHOT}', true) AS claim_snapshot`;
 
 const EXPIRES_MS = '(extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms';
+
+/** What a completion sets: the result, and its expiry counted from now (a handler may outlast a short `ttl`). */
+function stored(response: string, ttlMs: number): string {
+  return `status = 'done', response = ${literal(response)}, locked_until = NULL, expires_at = ${fromNow(ttlMs)}`;
+}
 
 /** The database clock `ms` milliseconds from now. */
 function fromNow(ms: number): string {
@@ -159,9 +164,9 @@ RETURNING ${EXPIRES_MS}`;
     return `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`;
   }
 
-  /** Transaction mode: stores the result on the row this transaction holds. */
-  complete(r: RowKey, response: string): string {
-    return `UPDATE ${this.#t} SET status = 'done', response = ${literal(response)}, locked_until = NULL
+  /** Transaction mode: stores the result on the row this transaction holds, kept `ttlMs` from now. */
+  complete(r: RowKey, response: string, ttlMs: number): string {
+    return `UPDATE ${this.#t} SET ${stored(response, ttlMs)}
 WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)}`;
   }
 
@@ -171,8 +176,8 @@ WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)}`;
    * fenced off, no row matches and the division by zero (22012) aborts the transaction, so the COMMIT that follows
    * in the same round trip cannot commit the stale owner's writes.
    */
-  completeFenced(r: RowKey & { token: string }, response: string, liveLease: boolean): string {
-    return `WITH done AS (UPDATE ${this.#t} SET status = 'done', response = ${literal(response)}, locked_until = NULL
+  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): string {
+    return `WITH done AS (UPDATE ${this.#t} SET ${stored(response, ttlMs)}
   WHERE ${this.#owns(r, liveLease)} RETURNING 1)
 SELECT 1 / (SELECT count(*)::int FROM done) AS still_owner`;
   }
@@ -198,8 +203,8 @@ WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${lite
   }
 
   /** Lease mode, autocommit: stores a deterministic error after the handler's transaction was rolled back. */
-  storeErrorFenced(r: RowKey & { token: string }, response: string, liveLease: boolean): string {
-    return `UPDATE ${this.#t} SET status = 'done', response = ${literal(response)}, locked_until = NULL
+  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): string {
+    return `UPDATE ${this.#t} SET ${stored(response, ttlMs)}
 WHERE ${this.#owns(r, liveLease)}
 RETURNING 1 AS stored`;
   }
