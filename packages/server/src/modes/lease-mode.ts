@@ -240,7 +240,7 @@ export function createLeaseRenewer(store: Store, sql: Statements, leaseMs: numbe
   return new LeaseRenewer(
     leaseMs,
     async (owners) => (await store.renew(sql.renewLeases(owners, leaseMs))).map((row) => String(row.token)),
-    () => store.renewalsIdle(),
+    { warm: () => store.warmRenewals(), idle: () => store.renewalsIdle() },
   );
 }
 

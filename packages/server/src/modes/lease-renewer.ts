@@ -65,12 +65,15 @@ export class HeldLease {
   /** Wakes at the end of the trusted part of the lease; without a renewal by then the holder fences itself. */
   #arm(): void {
     const left = this.#trustedUntil - performance.now();
-    if (left <= 0) {
-      this.lose('it could not be renewed in time');
+    if (left > 0) {
+      this.#timer = setTimeout(() => {
+        // Timers run before I/O in Node's loop: a renewal's answer that already arrived is read first.
+        setImmediate(() => this.#arm());
+      }, left);
+      this.#timer.unref?.();
       return;
     }
-    this.#timer = setTimeout(() => this.#arm(), left);
-    this.#timer.unref?.();
+    this.lose('it could not be renewed in time');
   }
 }
 
@@ -84,18 +87,21 @@ export class LeaseRenewer {
   readonly #leaseMs: number;
   readonly #renew: RenewLeases;
   readonly #idle: () => void;
+  readonly #warm: () => void;
   #timer: ReturnType<typeof setInterval> | undefined;
   #lingering: ReturnType<typeof setTimeout> | undefined;
   #renewing = false;
 
   /**
-   * `idle` runs once no lease has needed a renewal for a lease length (the store closes the renewal connection;
-   * lingering that long spares a reconnection per burst of slow calls).
+   * `warm` runs when leases start to be held again (the store opens the renewal connection, so connecting does not
+   * eat into the first lease); `idle` once no lease has needed a renewal for a lease length (the store closes it;
+   * lingering that long spares a reconnection per burst of calls).
    */
-  constructor(leaseMs: number, renew: RenewLeases, idle: () => void) {
+  constructor(leaseMs: number, renew: RenewLeases, hooks: { warm: () => void; idle: () => void }) {
     this.#leaseMs = leaseMs;
     this.#renew = renew;
-    this.#idle = idle;
+    this.#warm = hooks.warm;
+    this.#idle = hooks.idle;
   }
 
   /** Starts renewing a claim whose statement was sent at `sentAt` (performance.now()). */
@@ -106,6 +112,8 @@ export class LeaseRenewer {
       // Four renewals per lease: one that fails or comes late still leaves time for the next before the deadline.
       this.#timer = setInterval(() => void this.#tick(), Math.max(20, Math.floor(this.#leaseMs / 4)));
       this.#timer.unref?.();
+      this.#warm();
+      this.#linger();
     }
     return lease;
   }
@@ -139,8 +147,14 @@ export class LeaseRenewer {
       // Unreachable database, broken connection: each holder's deadline decides, well before its lease lapses.
     } finally {
       this.#renewing = false;
-      this.#lingering = setTimeout(this.#idle, this.#leaseMs);
-      this.#lingering.unref?.();
+      this.#linger();
     }
+  }
+
+  /** Lets the renewal connection go a lease length from now, unless a renewal needs it before. */
+  #linger(): void {
+    clearTimeout(this.#lingering);
+    this.#lingering = setTimeout(this.#idle, this.#leaseMs);
+    this.#lingering.unref?.();
   }
 }

@@ -4,7 +4,7 @@ import type { Row } from './session.js';
 /**
  * Lease renewals' own connection on the fast path: a `pg` Client made from the pool's Client class and options,
  * outside the pool. Handlers may hold every pooled connection for as long as they run; a renewal queued behind
- * them would let the very leases they hold lapse. Opened at the first renewal, closed once renewals stop.
+ * them would let the very leases they hold lapse. Opened when a lease starts to be held, closed once renewals stop.
  */
 export class RenewalClient {
   readonly #make: () => PgStandaloneClientLike;
@@ -18,6 +18,16 @@ export class RenewalClient {
   static of(pool: PgPoolLike): RenewalClient | undefined {
     const { Client, options } = pool;
     return typeof Client === 'function' ? new RenewalClient(() => new Client(options)) : undefined;
+  }
+
+  /** Opens the connection ahead of the first renewal, so connecting does not eat into a lease. */
+  warm(): void {
+    if (this.#client) return;
+    const opened = this.#open();
+    this.#client = opened;
+    opened.catch(() => {
+      if (this.#client === opened) this.#client = undefined;
+    });
   }
 
   async query(text: string): Promise<Row[]> {

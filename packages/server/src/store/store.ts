@@ -98,6 +98,11 @@ export class Store {
     return (await this.autocommit([statement]))[0] ?? [];
   }
 
+  /** A lease is about to need renewals: opens their connection now (fast path). */
+  warmRenewals(): void {
+    this.#renewal?.warm();
+  }
+
   /** No lease is left to renew: lets the renewal connection go, so it never keeps the process alive. */
   renewalsIdle(): void {
     this.#renewal?.close();
