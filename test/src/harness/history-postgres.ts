@@ -99,14 +99,20 @@ export async function judgeRun(
     settleMs?: number;
   },
 ): Promise<HistoryVerdict> {
-  recorder.history.effects.push(...(await readEffects(db, opts.refPrefix)));
-  if (opts.excuseUncommitted) recorder.excuseUncommitted(opts.excuseUncommitted);
-  recorder.history.stuck.push(
-    ...(await settle(db, {
+  // Bounded: a leaked transaction can hold the only connection (PGlite) and the database would never answer.
+  const answered = await withinMs(10_000 + (opts.settleMs ?? 5_000), async () => {
+    recorder.history.effects.push(...(await readEffects(db, opts.refPrefix)));
+    if (opts.excuseUncommitted) recorder.excuseUncommitted(opts.excuseUncommitted);
+    return settle(db, {
       mode: recorder.history.mode,
       ...(opts.pglite ? { pglite: true } : {}),
       ...(opts.settleMs ? { timeoutMs: opts.settleMs } : {}),
-    })),
+    });
+  });
+  recorder.history.stuck.push(
+    ...(answered ?? [
+      { scope: '*', key: '*', detail: 'the database did not answer the checker (its only connection is held?)' },
+    ]),
   );
   const verdict = recorder.check();
   console.log(formatVerdict(opts.label, verdict));
@@ -116,3 +122,16 @@ export async function judgeRun(
 /** The violations as one line each, for `expect(…).toEqual([])`; the printed verdict holds their histories. */
 export const violationList = (verdict: HistoryVerdict) =>
   verdict.violations.map((v) => `${v.rule} ${v.scope} ${JSON.stringify(v.key)}: ${v.message}`);
+
+/** `work`'s result, or undefined when it takes longer than `ms`. */
+async function withinMs<T>(ms: number, work: () => Promise<T>): Promise<T | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+  });
+  try {
+    return await Promise.race([work(), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,117 @@
+import { createTestDatabase } from '@trpc-idempotency/test-db';
+import type { Kysely } from 'kysely';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { judgeRun, violationList } from '../harness/history-postgres.ts';
+import { HistoryRecorder } from '../harness/history-recording.ts';
+import { createLedger, type ThrowingCallback } from '../harness/payments-app.ts';
+import { createPaymentsClient, emptyClientStats, type PaymentInput } from '../harness/payments-client.ts';
+import { chaosSeed } from '../harness/seeded-random.ts';
+import { createPglite, type ServerPath, startInstance } from './instances.ts';
+
+const SEED = chaosSeed(1107);
+const POOL_MAX = 2;
+/** More calls than the pool holds: a leaked connection per call would starve the pool. */
+const CALLS_PER_INPUT = POOL_MAX + 1;
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) {
+    // Bounded: a leaked transaction or mutex must fail the test, not hang its cleanup.
+    await Promise.race([cleanup().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 5_000))]);
+  }
+});
+
+/** What reaches each callback: a success, or (storeErrors, the serializer's error path) a stored error. */
+const INPUTS: Record<ThrowingCallback, Omit<PaymentInput, 'ref'>[]> = {
+  scope: [{ amount: 1 }],
+  key: [{ amount: 1 }],
+  storeErrors: [{ amount: 1, decline: true }],
+  serializer: [{ amount: 1 }, { amount: 1, decline: true }],
+  onEvent: [{ amount: 1 }],
+};
+
+const CASES = (['pool', 'kysely', 'pglite'] as const).flatMap((path) =>
+  (['transaction', 'lease'] as const).flatMap((mode) =>
+    (['scope', 'key', 'storeErrors', 'serializer', 'onEvent'] as const).map(
+      (callback) => [callback, mode, path] as const,
+    ),
+  ),
+);
+
+/**
+ * Each user callback throws for a few calls — more than the pool has connections — and then behaves: every key
+ * must answer again (its handler run once more, or its outcome replayed), and nothing may be left behind: no
+ * connection idle in transaction, no key in progress, no PGlite mutex held.
+ */
+describe('user callbacks that throw', () => {
+  it.each(CASES)(
+    'leave no session, lock or mutex behind when %s throws (%s mode, %s path)',
+    async (callback, mode, path) => {
+      const recorder = new HistoryRecorder(mode);
+      let db: Kysely<any>;
+      let url: string | undefined;
+      if (path === 'pglite') {
+        db = await createPglite();
+        cleanups.push(() => db.destroy());
+      } else {
+        const tdb = await createTestDatabase(inject('pgAdminUrl'));
+        cleanups.push(() => tdb.drop());
+        db = tdb.db;
+        url = tdb.url;
+        await createLedger(db);
+      }
+      const throwIn: { current: ThrowingCallback | undefined } = { current: callback };
+      const instance = await startInstance({
+        name: 'A',
+        path,
+        recorder,
+        mode,
+        throwIn,
+        poolMax: POOL_MAX,
+        ...(url ? { url } : { pglite: db }),
+      });
+      cleanups.push(() => instance.close());
+      const stats = emptyClientStats();
+      const once = createPaymentsClient({ url: instance.url, stats, recorder, link: { attempts: 1 } });
+      const retrying = createPaymentsClient({
+        url: instance.url,
+        stats,
+        recorder,
+        link: { attemptTimeoutMs: 1_500, baseDelayMs: 50, maxDelayMs: 300, maxElapsedMs: 5_000 },
+      });
+      const calls = INPUTS[callback].flatMap((input, i) =>
+        Array.from({ length: CALLS_PER_INPUT }, (_, j) => ({
+          key: `throw-${SEED}-${callback}-${i}-${j}`,
+          input: { ...input, ref: `throw-${i}-${j}` },
+        })),
+      );
+
+      const failed = await Promise.allSettled(
+        calls.map(({ key, input }) => once.payments.create.mutate(input, { context: { idempotencyKey: key } })),
+      );
+      const faultRuns = new Set(recorder.history.executions.map((e) => e.run));
+      throwIn.current = undefined;
+      const after = await Promise.allSettled(
+        calls.map(({ key, input }) => retrying.payments.create.mutate(input, { context: { idempotencyKey: key } })),
+      );
+      // A run the throwing callback broke may run again; nothing else may.
+      recorder.excuse((e) => faultRuns.has(e.run), `the ${callback} callback threw`);
+      const verdict = await judgeRun(recorder, db, {
+        label: `faults:throwing-callbacks:${callback}:${mode}:${path}`,
+        ...(path === 'pglite' ? { pglite: true } : {}),
+        settleMs: 2_000,
+      });
+      const unanswered = after.flatMap((r, i) => {
+        if (r.status === 'fulfilled') return [];
+        const reason = r.reason as { data?: { code?: string } };
+        // A declined payment is an answer.
+        return reason.data?.code === 'PAYMENT_REQUIRED' ? [] : [`${calls[i]?.key}: ${String(r.reason).slice(0, 120)}`];
+      });
+      console.log(
+        `[faults:throwing-callbacks:${callback}:${mode}:${path}] seed ${SEED}: while throwing ${failed.filter((r) => r.status === 'rejected').length} of ${calls.length} calls failed; afterwards ${calls.length - unanswered.length} answered`,
+      );
+      expect(unanswered).toEqual([]);
+      expect(violationList(verdict)).toEqual([]);
+    },
+  );
+});
