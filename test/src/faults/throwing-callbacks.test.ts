@@ -6,7 +6,7 @@ import { HistoryRecorder } from '../harness/history-recording.ts';
 import { createLedger, type ThrowingCallback } from '../harness/payments-app.ts';
 import { createPaymentsClient, emptyClientStats, type PaymentInput } from '../harness/payments-client.ts';
 import { chaosSeed } from '../harness/seeded-random.ts';
-import { createPglite, type ServerPath, startInstance } from './instances.ts';
+import { createPglite, startInstance } from './instances.ts';
 
 const SEED = chaosSeed(1107);
 const POOL_MAX = 2;
@@ -17,7 +17,7 @@ const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) {
     // Bounded: a leaked transaction or mutex must fail the test, not hang its cleanup.
-    await Promise.race([cleanup().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 5_000))]);
+    await Promise.race([cleanup().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 3_000))]);
   }
 });
 

@@ -100,7 +100,7 @@ export async function judgeRun(
   },
 ): Promise<HistoryVerdict> {
   // Bounded: a leaked transaction can hold the only connection (PGlite) and the database would never answer.
-  const answered = await withinMs(10_000 + (opts.settleMs ?? 5_000), async () => {
+  const answered = await withinMs(5_000 + (opts.settleMs ?? 5_000), async () => {
     recorder.history.effects.push(...(await readEffects(db, opts.refPrefix)));
     if (opts.excuseUncommitted) recorder.excuseUncommitted(opts.excuseUncommitted);
     return settle(db, {
