@@ -24,8 +24,12 @@ export class HistoryRecorder {
   readonly history: History;
   readonly #epochs = new Map<string, number>();
 
-  constructor(mode: HistoryMode) {
-    this.history = emptyHistory(mode);
+  /**
+   * `resultsCommitEffects` (default true: the payments app's `payments.create` writes a ledger row on every
+   * success) lets the checker flag a result whose execution committed nothing.
+   */
+  constructor(mode: HistoryMode, opts: { resultsCommitEffects?: boolean } = {}) {
+    this.history = { ...emptyHistory(mode), resultsCommitEffects: opts.resultsCommitEffects ?? true };
   }
 
   #epoch(scope: string, key: string): number {

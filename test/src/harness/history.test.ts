@@ -106,6 +106,14 @@ describe('the history checker', () => {
     expect(rules(ghost)).toEqual(['foreign-answer']);
   });
 
+  it('catches a result whose execution committed nothing, where every result commits an effect', () => {
+    const h = healthy();
+    h.effects = [];
+    expect(rules(h)).toEqual([]);
+    h.resultsCommitEffects = true;
+    expect(rules(h)).toEqual(['foreign-answer', 'foreign-answer']);
+  });
+
   it('catches one result given to two different inputs (a fingerprint collision)', () => {
     const h = healthy();
     h.calls.push(call([ok('r1', 'user:a', { replayed: true })], { input: '{"amount":9999}' }));

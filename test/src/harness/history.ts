@@ -13,8 +13,8 @@
  * - `different-answers`: every answer given for the key is the same outcome (the same result, or the same stored
  *   error). A 409, a 503, a 5xx or a network failure is no answer, not a different one.
  * - `cross-scope`: no answer carries another scope, or comes from an execution of another scope or key.
- * - `foreign-answer`: a result names an execution that did not commit (another execution's effect committed) or
- *   that nobody recorded.
+ * - `foreign-answer`: a result names an execution that did not commit (another execution's effect committed, or
+ *   none did where every result commits one) or that nobody recorded.
  * - `one-outcome-two-inputs`: a result was given to calls whose inputs differ (a fingerprint collision).
  * - `stuck`: nothing is left in progress once the run has settled.
  *
@@ -88,6 +88,11 @@ export interface Stuck {
 
 export interface History {
   mode: HistoryMode;
+  /**
+   * Every result (not a stored error) comes from an execution that committed an effect, as `payments.create`'s
+   * do: then a result whose run committed nothing was never really done (`foreign-answer`).
+   */
+  resultsCommitEffects?: boolean;
   calls: CallRecord[];
   executions: Execution[];
   effects: Effect[];
@@ -182,7 +187,7 @@ export function checkHistory(history: History): HistoryVerdict {
   for (const g of groups.values()) {
     const flag = (rule: Rule, message: string) =>
       violations.push({ rule, scope: g.scope, key: g.key, message, history: describeKey(g) });
-    checkKey(g, history.mode, runs, flag);
+    checkKey(g, history, runs, flag);
   }
   for (const s of globalStuck) {
     violations.push({ rule: 'stuck', scope: s.scope, key: '*', message: s.detail, history: s.detail });
@@ -192,7 +197,7 @@ export function checkHistory(history: History): HistoryVerdict {
 
 function checkKey(
   g: KeyRecord,
-  mode: HistoryMode,
+  { mode, resultsCommitEffects }: History,
   runs: Map<string, Execution>,
   flag: (rule: Rule, message: string) => void,
 ): void {
@@ -228,6 +233,8 @@ function checkKey(
       );
     } else if (committedRuns.size > 0 && !committedRuns.has(answer.run)) {
       flag('foreign-answer', `answered by run ${answer.run}, but run ${[...committedRuns].join(', ')} committed`);
+    } else if (resultsCommitEffects && !answer.outcome.startsWith('error ') && !committedRuns.has(answer.run)) {
+      flag('foreign-answer', `a result of run ${answer.run}, which committed nothing`);
     }
   }
 
