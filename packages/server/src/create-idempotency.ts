@@ -5,7 +5,7 @@ import { createEmitter } from './events.js';
 import type { IdempotencyContext, Runtime } from './middleware/call.js';
 import { createMiddlewareFunction } from './middleware/idempotency-middleware.js';
 import { InFlightCalls } from './middleware/in-flight-calls.js';
-import { runLeaseMode } from './modes/lease-mode.js';
+import { createLeaseRenewer, runLeaseMode } from './modes/lease-mode.js';
 import { runTransactionMode } from './modes/transaction-mode.js';
 import { type IdempotencyOptions, resolveOptions } from './options.js';
 import { createStoreDialect } from './store/dialects/create-store-dialect.js';
@@ -57,10 +57,11 @@ export function createIdempotency<TContext extends object, DB, TRequired extends
     sql: dialect.sql,
     cache: resolved.cache === false ? undefined : new ReplayCache(resolved.cache),
     emit: createEmitter(resolved.onEvent),
+    leases: resolved.mode === 'lease' ? createLeaseRenewer(dialect.store, dialect.sql, resolved.lease) : undefined,
   };
   const fn = createMiddlewareFunction(
     rt,
-    new InFlightCalls(),
+    new InFlightCalls(resolved.mode === 'transaction'),
     resolved.mode === 'lease' ? runLeaseMode : runTransactionMode,
   );
   const middleware = experimental_trpcMiddleware<{ ctx: TContext }>().create(fn as never);

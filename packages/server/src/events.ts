@@ -33,7 +33,9 @@ export function createEmitter(onEvent: ((event: IdempotencyEvent) => void) | und
   if (!onEvent) return undefined;
   return (event: IdempotencyEvent) => {
     try {
-      onEvent(event);
+      const returned: unknown = onEvent(event);
+      // An async listener's rejection would be unhandled (and end the process under Node's default): drop it.
+      if (returned instanceof Promise) returned.catch(() => {});
     } catch {
       // Observability must never change the outcome of a call.
     }

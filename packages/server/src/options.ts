@@ -147,8 +147,8 @@ export function resolveOptions<TContext, DB>(
     key: opts.key,
     mode,
     ttl: positiveInt('ttl', opts.ttl ?? DEFAULTS.ttl, 1),
-    lease: positiveInt('lease', opts.lease ?? DEFAULTS.lease, 100),
-    wait: positiveInt('wait', opts.wait ?? DEFAULTS.wait, 0),
+    lease: positiveInt('lease', opts.lease ?? DEFAULTS.lease, 100, MAX_TIMER_MS),
+    wait: positiveInt('wait', opts.wait ?? DEFAULTS.wait, 0, MAX_TIMER_MS),
     required: opts.required ?? DEFAULTS.required,
     table: parseTableName(opts.table ?? DEFAULTS.table),
     serializer: checkSerializer(opts.serializer ?? defaultSerializer),
@@ -171,10 +171,18 @@ export function resolveOptions<TContext, DB>(
   };
 }
 
-function positiveInt(name: string, value: number, min: number): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+/**
+ * The longest timer Node runs as asked: a longer (or non-finite) delay fires after 1 ms. `wait` and `lease` become
+ * timers, so larger values are refused rather than clamped: a typo must not turn into "409 at once". `ttl` never
+ * becomes a timer (an interval in SQL, a deadline compared with performance.now()): any safe integer is kept.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function positiveInt(name: string, value: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    const range = max === MAX_TIMER_MS ? ` and ≤ ${max} (2^31 − 1, the longest timer Node runs as asked)` : '';
     throw new RangeError(
-      `createIdempotency: \`${name}\` must be an integer ≥ ${min} (ms or bytes), got ${String(value)}`,
+      `createIdempotency: \`${name}\` must be an integer ≥ ${min}${range} (ms or bytes), got ${String(value)}`,
     );
   }
   return value;

@@ -8,6 +8,8 @@ import {
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { judgeRun, violationList } from '../harness/history-postgres.ts';
+import { HistoryRecorder } from '../harness/history-recording.ts';
 import { countEvents, formatCounts, ledgerSummary } from '../harness/ledger-checks.ts';
 import { createLedger } from '../harness/payments-app.ts';
 import { createPaymentsClient, emptyClientStats, payUntilDone } from '../harness/payments-client.ts';
@@ -30,6 +32,7 @@ async function traffic(opts: {
   count: number;
   prefix: string;
   stats: ReturnType<typeof emptyClientStats>;
+  recorder: HistoryRecorder;
 }) {
   const results = new Map<string, Result>();
   const deadline = Date.now() + 60_000;
@@ -42,6 +45,7 @@ async function traffic(opts: {
         const client = createPaymentsClient({
           url: opts.url,
           stats: opts.stats,
+          recorder: opts.recorder,
           link: { attemptTimeoutMs: 3_000, baseDelayMs: 50, maxDelayMs: 800, maxElapsedMs: 6_000 },
         });
         for (let i = c; i < opts.count; i += opts.clients) {
@@ -81,6 +85,8 @@ describe('database faults', () => {
       cleanups.push(() => server.stop());
       await server.start();
       const events = countEvents(server);
+      const recorder = new HistoryRecorder(serverOptions.mode);
+      const watching = recorder.watch(server);
 
       let rounds = 0;
       let terminated = 0;
@@ -105,10 +111,17 @@ describe('database faults', () => {
         count: 100,
         prefix: 'term',
         stats,
+        recorder,
       });
       running = false;
       await terminator;
       events.stop();
+      watching.stop();
+      const verdict = await judgeRun(recorder, tdb.db, {
+        label: `database-faults:terminate:${label}`,
+        excuseUncommitted: 'its database connections were being terminated',
+      });
+      expect(violationList(verdict)).toEqual([]);
 
       const ledger = await expectExactlyOnce(tdb.db, results, 100);
       console.log(
@@ -149,6 +162,8 @@ describe('database faults', () => {
       cleanups.push(() => server.stop());
       await server.start();
       const events = countEvents(server);
+      const recorder = new HistoryRecorder('transaction');
+      const watching = recorder.watch(server);
       const stats = emptyClientStats();
       const started = Date.now();
 
@@ -194,6 +209,7 @@ describe('database faults', () => {
         count: 120,
         prefix: 'outage',
         stats,
+        recorder,
       });
       await outageRun;
       // After the outage, new calls go through on the same process.
@@ -204,8 +220,15 @@ describe('database faults', () => {
         count: 20,
         prefix: 'after',
         stats,
+        recorder,
       });
       events.stop();
+      watching.stop();
+      const verdict = await judgeRun(recorder, db, {
+        label: `database-faults:outage:${label}`,
+        excuseUncommitted: 'Postgres was stopped under it',
+      });
+      expect(violationList(verdict)).toEqual([]);
       for (const [ref, r] of after) results.set(ref, r);
 
       const ledger = await expectExactlyOnce(db, results, 140);

@@ -2,6 +2,8 @@ import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { FaultProxy } from '../harness/fault-proxy.ts';
+import { judgeRun, violationList } from '../harness/history-postgres.ts';
+import { HistoryRecorder } from '../harness/history-recording.ts';
 import { countEvents, formatCounts, ledgerSummary } from '../harness/ledger-checks.ts';
 import { createLedger } from '../harness/payments-app.ts';
 import { createPaymentsClient, emptyClientStats, payUntilDone } from '../harness/payments-client.ts';
@@ -37,6 +39,8 @@ afterAll(async () => {
 describe('lost responses', () => {
   it('takes effect exactly once for each of 2 000 payments from 20 clients while the network drops, resets and delays', async () => {
     const events = countEvents(server);
+    const recorder = new HistoryRecorder('transaction');
+    const watching = recorder.watch(server);
     const stats = emptyClientStats();
     const started = Date.now();
     // A safety bound for caller re-sends only; a healthy run takes well under a minute.
@@ -47,6 +51,7 @@ describe('lost responses', () => {
         const client = createPaymentsClient({
           url: proxy.url,
           stats,
+          recorder,
           link: { attemptTimeoutMs: 1_000, baseDelayMs: 25, maxDelayMs: 400, maxElapsedMs: 6_000 },
         });
         for (let i = c; i < PAYMENTS; i += CLIENTS) {
@@ -58,7 +63,9 @@ describe('lost responses', () => {
     );
     const elapsed = Date.now() - started;
     proxy.setFaults(undefined);
+    watching.stop();
 
+    const verdict = await judgeRun(recorder, tdb.db, { label: 'lost-responses:httpLink', refPrefix: 'pay-' });
     const ledger = await ledgerSummary(tdb.db);
     const p = proxy.stats;
     console.log(
@@ -71,6 +78,8 @@ describe('lost responses', () => {
       ].join('\n'),
     );
 
+    expect(violationList(verdict)).toEqual([]);
+    expect(verdict.counts.calls).toBe(PAYMENTS);
     expect(results.size).toBe(PAYMENTS);
     expect(ledger.rows).toBe(PAYMENTS);
     expect(ledger.distinctRefs).toBe(PAYMENTS);
@@ -98,6 +107,8 @@ describe('lost responses', () => {
     async (transport, linkName) => {
       proxy.setFaults({ reset: 0.04, drop: 0.12, delay: 0.015, delayMs: 1_500 });
       const before = { ...proxy.stats };
+      const recorder = new HistoryRecorder('transaction');
+      const watching = recorder.watch(server);
       const stats = emptyClientStats();
       const started = Date.now();
       const deadline = started + 120_000;
@@ -111,6 +122,7 @@ describe('lost responses', () => {
             url: proxy.url,
             stats,
             transport,
+            recorder,
             link: { attemptTimeoutMs: 1_000, baseDelayMs: 25, maxDelayMs: 400, maxElapsedMs: 6_000 },
           });
           // Calls started in the same tick travel as one batch, each with its own key in Idempotency-Keys.
@@ -126,6 +138,11 @@ describe('lost responses', () => {
         }),
       );
       proxy.setFaults(undefined);
+      watching.stop();
+      const verdict = await judgeRun(recorder, tdb.db, {
+        label: `lost-responses:${linkName}`,
+        refPrefix: `${transport}-`,
+      });
       const p = proxy.stats;
       const ledger = await ledgerSummary(tdb.db, `${transport}-`);
       console.log(
@@ -136,6 +153,7 @@ describe('lost responses', () => {
           `  verified: ${ledger.rows} ledger rows, ${ledger.distinctRefs} distinct payments, ${ledger.duplicatedRefs} duplicated, ${results.size} calls resolved`,
         ].join('\n'),
       );
+      expect(violationList(verdict)).toEqual([]);
       expect(results.size).toBe(total);
       expect(ledger).toEqual({ rows: total, distinctRefs: total, duplicatedRefs: 0 });
       const { rows } = await sql<{ ref: string; id: string; idem_key: string }>`

@@ -3,6 +3,8 @@ import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { FaultProxy } from '../harness/fault-proxy.ts';
+import { judgeRun, violationList } from '../harness/history-postgres.ts';
+import { HistoryRecorder } from '../harness/history-recording.ts';
 import { countEvents, formatCounts, ledgerSummary } from '../harness/ledger-checks.ts';
 import { createLedger } from '../harness/payments-app.ts';
 import { createPaymentsClient, emptyClientStats, payUntilDone } from '../harness/payments-client.ts';
@@ -54,6 +56,8 @@ describe.each([
 
   it('executes once per key when three copies of each call hit different instances at once', async () => {
     const events = countEvents(...servers);
+    const recorder = new HistoryRecorder(mode);
+    const watching = recorder.watch(...servers);
     const hitsByKey = new Map<string, Set<string>>();
     const listeners = servers.map((s, i) => {
       const listener = (e: ServerEvent) => {
@@ -72,6 +76,7 @@ describe.each([
       createPaymentsClient({
         url: proxy.url,
         stats,
+        recorder,
         link: { attemptTimeoutMs: 4_000, baseDelayMs: 50, maxDelayMs: 800, maxElapsedMs: 15_000 },
       }),
     );
@@ -95,6 +100,8 @@ describe.each([
     );
     for (const off of listeners) off();
     events.stop();
+    watching.stop();
+    const verdict = await judgeRun(recorder, tdb.db, { label: `multi-instance:${mode}` });
 
     const ledger = await ledgerSummary(tdb.db);
     const spread = [...hitsByKey.values()].filter((s) => s.size >= 2).length;
@@ -110,6 +117,8 @@ describe.each([
         `  verified: ${ledger.rows} ledger rows, ${ledger.duplicatedRefs} duplicated; all 3 copies of every call got the same payment`,
       ].join('\n'),
     );
+    expect(violationList(verdict)).toEqual([]);
+    expect(verdict.counts.calls).toBe(payments * 3);
     expect(ledger).toEqual({ rows: payments, distinctRefs: payments, duplicatedRefs: 0 });
     for (const [ref, copies] of outcomes) expect(new Set(copies).size, ref).toBe(1);
     expect(spread).toBeGreaterThan(payments * 0.8);

@@ -1,6 +1,8 @@
 import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { judgeRun, violationList } from '../harness/history-postgres.ts';
+import { HistoryRecorder } from '../harness/history-recording.ts';
 import { countEvents, formatCounts, ledgerSummary } from '../harness/ledger-checks.ts';
 import { PaymentProvider } from '../harness/payment-provider.ts';
 import { createLedger } from '../harness/payments-app.ts';
@@ -118,6 +120,8 @@ describe.each([
   it('writes each payment and its keyed charge exactly once while the server is SIGKILLed and restarted', async () => {
     const chargesBefore = provider.charges.length;
     const events = countEvents(server);
+    const recorder = new HistoryRecorder(mode);
+    const watching = recorder.watch(server);
     const killer = startKiller(server, seededRandom(SEED + (mode === 'lease' ? 1 : 0)));
     const stats = emptyClientStats();
     const started = Date.now();
@@ -128,6 +132,7 @@ describe.each([
         const client = createPaymentsClient({
           url: `http://127.0.0.1:${server.port}`,
           stats,
+          recorder,
           link: { attemptTimeoutMs: 3_000, baseDelayMs: 100, maxDelayMs: 1_000, maxElapsedMs: 8_000 },
         });
         for (let i = c; i < PAYMENTS; i += CLIENTS) {
@@ -139,7 +144,9 @@ describe.each([
     );
     await killer.stop();
     events.stop();
+    watching.stop();
     const elapsed = Date.now() - started;
+    const verdict = await judgeRun(recorder, tdb.db, { label: `server-crash:${mode}` });
 
     const ledger = await ledgerSummary(tdb.db);
     const charges = provider.charges.slice(chargesBefore);
@@ -160,6 +167,9 @@ describe.each([
       ].join('\n'),
     );
 
+    // Per key: one execution no kill excuses, one ledger row, one answer, nothing stuck.
+    expect(violationList(verdict)).toEqual([]);
+    expect(verdict.counts.excused).toBeGreaterThan(0);
     expect(results.size).toBe(PAYMENTS);
     expect(ledger).toEqual({ rows: PAYMENTS, distinctRefs: PAYMENTS, duplicatedRefs: 0 });
     const { rows } = await sql<{ ref: string; id: string }>`select ref, id::text as id from ledger`.execute(tdb.db);

@@ -1,6 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { initTRPC } from '@trpc/server';
-import { createIdempotency, idempotencyErrorFormatter } from '@trpc-idempotency/server';
+import { initTRPC, TRPCError } from '@trpc/server';
+import {
+  createIdempotency,
+  DEFAULT_STORED_ERROR_CODES,
+  defaultSerializer,
+  idempotencyErrorFormatter,
+} from '@trpc-idempotency/server';
 import { type Kysely, sql } from 'kysely';
 import type { Pool } from 'pg';
 import { z } from 'zod';
@@ -23,6 +28,8 @@ export interface PaymentsAppOptions {
   lease?: number;
   /** How long a duplicate waits for the original. Default: the package's. */
   wait?: number;
+  /** Ms a key is kept. Default: the package's. */
+  ttl?: number;
   /** Largest stored result. Default: the package's. */
   maxResponseBytes?: number;
   /** Default handler delay in ms for `payments.create`, overridable per call by `input.delayMs`. Default 0. */
@@ -31,13 +38,34 @@ export interface PaymentsAppOptions {
   providerUrl?: string;
   /** Name of this server instance, returned in results and the `x-instance` header. Default `'main'`. */
   instance?: string;
-  /** Called when a handler starts, before any effect: lets a parent process kill the server mid-handler. */
-  onEnter?: (info: { path: string; ref: string | undefined; key: string; takeover: boolean }) => void;
+  /**
+   * Called when a handler starts, before any effect: lets a parent process kill the server mid-handler, and the
+   * history checker count executions. `run` names this execution; results and ledger rows carry it.
+   */
+  onEnter?: (info: EnterInfo) => void;
   /** Called when a `payments.create` handler has finished its work and returns (its result not yet stored). */
-  onLeave?: (info: { ref: string; key: string }) => void;
+  onLeave?: (info: { ref: string; key: string; run: string }) => void;
+  /**
+   * Makes the named user callback throw while `current` names it (the switch is read on every call): for the
+   * suite that checks no throwing callback can leak a session, a lock or a mutex. With it, the key is read by a
+   * `key` callback of the app's own instead of the middleware's header parsing.
+   */
+  throwIn?: { current: ThrowingCallback | undefined };
   /** Forwarded to the middleware's `onEvent`. */
   onEvent?: (event: unknown) => void;
 }
+
+/** What a server reports when a handler starts. */
+export interface EnterInfo {
+  path: string;
+  ref: string | undefined;
+  scope: string;
+  key: string;
+  run: string;
+  takeover: boolean;
+}
+
+export type ThrowingCallback = 'scope' | 'key' | 'storeErrors' | 'serializer' | 'onEvent';
 
 /** Counters the in-process tests read: how often handlers really ran. */
 export interface AppCounters {
@@ -51,7 +79,9 @@ export async function createLedger(db: Kysely<any>): Promise<void> {
     ref text not null,
     amount integer not null,
     user_id text not null,
+    scope text,
     idem_key text not null,
+    run text,
     instance text not null,
     created_at timestamptz not null default clock_timestamp()
   )`.execute(db);
@@ -63,16 +93,30 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export function createPaymentsApp(opts: PaymentsAppOptions) {
   const instance = opts.instance ?? 'main';
   const counters: AppCounters = { executions: 0 };
+  // Unique across instances and restarts: the history checker ties answers and ledger rows to executions by it.
+  const nextRun = () => `${instance}/${process.pid}/${++counters.executions}`;
   const t = initTRPC.context<AppContext>().create({ errorFormatter: idempotencyErrorFormatter });
   const idempotency = createIdempotency({
     db: opts.db,
-    scope: ({ ctx }: { ctx: AppContext }) => `user:${ctx.user}`,
+    scope: ({ ctx }: { ctx: AppContext }) => {
+      if (opts.throwIn?.current === 'scope') throw new Error('scope callback failed');
+      return `user:${ctx.user}`;
+    },
+    ...(opts.throwIn ? throwingCallbacks(opts.throwIn) : {}),
     ...(opts.pool ? { pool: opts.pool } : {}),
     ...(opts.mode ? { mode: opts.mode } : {}),
     ...(opts.lease !== undefined ? { lease: opts.lease } : {}),
+    ...(opts.ttl !== undefined ? { ttl: opts.ttl } : {}),
     ...(opts.wait !== undefined ? { wait: opts.wait } : {}),
     ...(opts.maxResponseBytes !== undefined ? { maxResponseBytes: opts.maxResponseBytes } : {}),
-    ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
+    ...(opts.onEvent || opts.throwIn
+      ? {
+          onEvent: (event: unknown) => {
+            if (opts.throwIn?.current === 'onEvent') throw new Error('onEvent callback failed');
+            opts.onEvent?.(event);
+          },
+        }
+      : {}),
   });
   const procedure = t.procedure.use(idempotency.middleware);
 
@@ -95,15 +139,17 @@ export function createPaymentsApp(opts: PaymentsAppOptions) {
             amount: z.number().int(),
             delayMs: z.number().int().nonnegative().optional(),
             provider: z.boolean().optional(),
+            /** Decline the payment: a stored PAYMENT_REQUIRED whose message names the run and scope. */
+            decline: z.boolean().optional(),
           }),
         )
         .mutation(async ({ ctx, input }) => {
-          counters.executions++;
-          const { key, db, takeover } = ctx.idempotency;
-          opts.onEnter?.({ path: 'payments.create', ref: input.ref, key, takeover });
+          const { key, scope, db, takeover } = ctx.idempotency;
+          const run = nextRun();
+          opts.onEnter?.({ path: 'payments.create', ref: input.ref, scope, key, run, takeover });
           const row = await db
             .insertInto('ledger')
-            .values({ ref: input.ref, amount: input.amount, user_id: ctx.user, idem_key: key, instance })
+            .values({ ref: input.ref, amount: input.amount, user_id: ctx.user, scope, idem_key: key, run, instance })
             .returning('id')
             .executeTakeFirstOrThrow();
           let chargeId: string | undefined;
@@ -114,13 +160,21 @@ export function createPaymentsApp(opts: PaymentsAppOptions) {
           }
           const delay = input.delayMs ?? opts.handlerDelayMs ?? 0;
           if (delay > 0) await sleep(delay);
-          opts.onLeave?.({ ref: input.ref, key });
-          return { paymentId: String(row.id), ref: input.ref, instance, chargeId: chargeId ?? null };
+          opts.onLeave?.({ ref: input.ref, key, run });
+          if (input.decline) {
+            // A deterministic error: stored and replayed, the ledger row above rolled back.
+            throw new TRPCError({
+              code: 'PAYMENT_REQUIRED',
+              message: JSON.stringify({ declined: input.ref, run, scope }),
+            });
+          }
+          return { paymentId: String(row.id), ref: input.ref, instance, chargeId: chargeId ?? null, scope, run };
         }),
       /** Echoes any JSON input with a per-execution number: a replay repeats the number, a re-run does not. */
       echo: procedure.input(z.unknown()).mutation(({ ctx, input }) => {
-        counters.executions++;
-        opts.onEnter?.({ path: 'payments.echo', ref: undefined, key: ctx.idempotency.key, takeover: false });
+        const run = nextRun();
+        const { key, scope, takeover } = ctx.idempotency;
+        opts.onEnter?.({ path: 'payments.echo', ref: undefined, scope, key, run, takeover });
         return { user: ctx.user, run: counters.executions, input };
       }),
       /** Writes a ledger row and returns `bytes` characters: for the stored-size limit. */
@@ -144,6 +198,39 @@ export function createPaymentsApp(opts: PaymentsAppOptions) {
   };
 
   return { router, createContext, idempotency, counters };
+}
+
+/**
+ * The callbacks the fault suite makes throw: each throws while the switch names it, else behaves as the defaults.
+ * `key` reads the `Idempotency-Key` header itself (a quoted SF String or a raw token).
+ */
+function throwingCallbacks(throwIn: { current: ThrowingCallback | undefined }) {
+  const fail = (name: ThrowingCallback) => {
+    if (throwIn.current === name) throw new Error(`${name} callback failed`);
+  };
+  return {
+    key: ({ ctx }: { ctx: AppContext; batchIndex: number }) => {
+      fail('key');
+      const header = ctx.req.headers['idempotency-key'];
+      if (typeof header !== 'string') return undefined;
+      const trimmed = header.trim();
+      return trimmed.startsWith('"') && trimmed.endsWith('"') ? trimmed.slice(1, -1) : trimmed;
+    },
+    storeErrors: (error: TRPCError) => {
+      fail('storeErrors');
+      return DEFAULT_STORED_ERROR_CODES.includes(error.code);
+    },
+    serializer: {
+      serialize: (value: unknown) => {
+        fail('serializer');
+        return defaultSerializer.serialize(value);
+      },
+      deserialize: (payload: unknown) => {
+        fail('serializer');
+        return defaultSerializer.deserialize(payload);
+      },
+    },
+  };
 }
 
 export type PaymentsRouter = ReturnType<typeof createPaymentsApp>['router'];

@@ -6,6 +6,7 @@ import {
   idempotencyHeaders,
   idempotencyLink,
 } from '@trpc-idempotency/client';
+import { type CallHolder, type HistoryRecorder, recordBatchPositions, recordingLink } from './history-recording.ts';
 import type { PaymentsRouter } from './payments-app.ts';
 
 /** What the clients of one test did, summed over every client. */
@@ -44,11 +45,14 @@ export function createPaymentsClient(opts: {
    * `httpBatchStreamLink` (the same, answered as a stream). Default `'single'`: `httpLink`.
    */
   transport?: 'single' | 'batch' | 'stream';
+  /** Records every attempt's answer into this history (scope `user:<user>`, as the payments app scopes). */
+  recorder?: HistoryRecorder;
 }) {
   const { stats } = opts;
+  const user = opts.user ?? 'alice';
   const transport = {
     url: opts.url,
-    headers: idempotencyHeaders.with({ 'x-user': opts.user ?? 'alice' }),
+    headers: recordBatchPositions(idempotencyHeaders.with({ 'x-user': user })),
     fetch: idempotencyFetch(),
   };
   return createTRPCClient<PaymentsRouter>({
@@ -64,6 +68,7 @@ export function createPaymentsClient(opts: {
           if (event.replayed) stats.replayed++;
         },
       }),
+      ...(opts.recorder ? [recordingLink<PaymentsRouter>(opts.recorder, `user:${user}`)] : []),
       opts.transport === 'batch'
         ? httpBatchLink(transport)
         : opts.transport === 'stream'
@@ -74,7 +79,7 @@ export function createPaymentsClient(opts: {
 }
 
 export type PaymentsClient = ReturnType<typeof createPaymentsClient>;
-export type PaymentInput = { ref: string; amount: number; delayMs?: number; provider?: boolean };
+export type PaymentInput = { ref: string; amount: number; delayMs?: number; provider?: boolean; decline?: boolean };
 
 /** A failure no retry can fix: the test must fail on it rather than loop. */
 function isFinal(err: unknown): boolean {
@@ -96,13 +101,26 @@ export async function payUntilDone(
   deadline: number,
   /** The caller's own key; when absent the link makes one, and re-sends reuse it. */
   callerKey?: string,
-): Promise<{ paymentId: string; ref: string; instance: string; chargeId: string | null; key: string }> {
+): Promise<{
+  paymentId: string;
+  ref: string;
+  instance: string;
+  chargeId: string | null;
+  scope: string;
+  run: string;
+  key: string;
+}> {
   stats.calls++;
   const info: IdempotencyCallInfo = { attempts: 0, replayed: false, settled: false };
+  // The caller's re-sends are the same logical call: one record in the history.
+  const historyCall: CallHolder = {};
   let key: string | undefined = callerKey;
   for (;;) {
     try {
-      const context = key === undefined ? { idempotencyInfo: info } : { idempotencyKey: key, idempotencyInfo: info };
+      const context =
+        key === undefined
+          ? { idempotencyInfo: info, historyCall }
+          : { idempotencyKey: key, idempotencyInfo: info, historyCall };
       const result = await client.payments.create.mutate(input, { context });
       key ??= info.key;
       if (key === undefined) throw new Error('the link did not report the key it used');

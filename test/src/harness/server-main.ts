@@ -7,10 +7,14 @@ import { createHTTPServer } from '@trpc/server/adapters/standalone';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { createPaymentsApp } from './payments-app.ts';
+import { skewClock } from './skewed-clock.ts';
 
 const env = process.env;
 const report = (event: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(event)}\n`);
 const num = (value: string | undefined) => (value === undefined || value === '' ? undefined : Number(value));
+
+// Before anything reads the clock: the app's clock disagrees with the database's by this much.
+if (num(env.CLOCK_SKEW_MS)) skewClock(Number(env.CLOCK_SKEW_MS));
 
 const pool = new pg.Pool({
   connectionString: env.DATABASE_URL,
@@ -40,6 +44,7 @@ const app = createPaymentsApp({
   instance: env.INSTANCE,
   onEnter: (info) => report({ ev: 'enter', ...info }),
   onLeave: (info) => report({ ev: 'leave', ...info }),
+  ttl: num(env.TTL_MS),
   onEvent: (event) => report({ ev: 'idem', event }),
 });
 

@@ -31,6 +31,10 @@ export interface ServerProcessOptions {
   appName?: string;
   /** Report every request's `Idempotency-Key` as a `hit` event. Default false. */
   logHits?: boolean;
+  /** Shift the server's wall clock (`Date`) by this many ms against the database's. Default 0. */
+  clockSkewMs?: number;
+  /** `ttl` of the keys in ms. Default: the package's. */
+  ttlMs?: number;
 }
 
 /** A line the child reported: `listening`, `enter` (a handler started), `idem` (middleware event), `hit`. */
@@ -42,7 +46,7 @@ export interface ServerEvent {
 const harnessDir = fileURLToPath(new URL('.', import.meta.url));
 const testRoot = fileURLToPath(new URL('../..', import.meta.url));
 /** Files the child runs: what the entry imports relatively, then the entry (written last: its presence means done). */
-const CHILD_SOURCES = ['payments-app.ts', 'server-main.ts'];
+const CHILD_SOURCES = ['payments-app.ts', 'skewed-clock.ts', 'server-main.ts'];
 let compiled: Promise<string[]> | undefined;
 
 /**
@@ -131,6 +135,8 @@ export class ServerProcess extends EventEmitter<{ event: [ServerEvent]; exit: [n
       ['HANDLER_DELAY_MS', o.handlerDelayMs],
       ['PROVIDER_URL', o.providerUrl],
       ['POOL_MAX', o.poolMax],
+      ['CLOCK_SKEW_MS', o.clockSkewMs],
+      ['TTL_MS', o.ttlMs],
     ];
     for (const [name, value] of optional) if (value !== undefined) env[name] = String(value);
     const child = spawn(process.execPath, await childArgs(), {

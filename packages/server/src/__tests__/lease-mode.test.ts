@@ -182,14 +182,16 @@ describe.each(BACKENDS)('lease mode on %s', (name) => {
   });
 
   it.skipIf(name === 'pglite')('renews the lease while a slow handler runs, so nobody takes it over', async () => {
-    const a = makeApp(backend, { mode: 'lease', lease: 300 });
-    const b = makeApp(backend.another(), { mode: 'lease', lease: 300, wait: 0 });
+    // A lease of 1 s: a holder fences itself when no renewal is confirmed within 3/4 of it, and on a loaded machine
+    // a shorter one can be eaten by event-loop lag alone.
+    const a = makeApp(backend, { mode: 'lease', lease: 1000 });
+    const b = makeApp(backend.another(), { mode: 'lease', lease: 1000, wait: 0 });
     const key = newKey();
     const gate = deferred();
     a.control.gate = gate.promise;
     const original = a.caller(key, 'lease-renew').payments.create({ amount: 2 });
     await until(() => a.control.runs === 1);
-    await sleep(900); // three lease lengths
+    await sleep(2500); // two and a half lease lengths
     await expectReason(b.caller(key, 'lease-renew').payments.create({ amount: 2 }), 'in_progress');
     gate.resolve();
     await original;

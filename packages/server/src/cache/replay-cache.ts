@@ -3,7 +3,10 @@ export interface CachedResult {
   fingerprint: string;
   /** The stored response text (`encodeStoredResponse`). */
   response: string;
-  /** Epoch ms after which the key no longer exists and must not be replayed. */
+  /**
+   * performance.now() ms after which the key may no longer exist and must not be replayed: counted on this process's
+   * monotonic clock from before the statement that learnt the expiry, never compared with the database's wall clock.
+   */
   expiresAt: number;
 }
 

@@ -2,6 +2,7 @@ import type { TRPCError } from '@trpc/server';
 import type { Kysely, Transaction } from 'kysely';
 import type { ReplayCache } from '../cache/replay-cache.js';
 import type { Emit } from '../events.js';
+import type { LeaseRenewer } from '../modes/lease-renewer.js';
 import type { ResolvedOptions } from '../options.js';
 import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
 
@@ -18,6 +19,12 @@ export interface IdempotencyContext<DB> {
   db: Transaction<DB>;
   /** Lease mode: true when this call took over an expired claim whose holder died; the handler runs again. */
   takeover: boolean;
+  /**
+   * Lease mode: aborted when this call can no longer be sure it owns the key (its lease could not be renewed in
+   * time, or another call took it over). Stop then, e.g. pass it to `fetch`: the outcome will not be stored and the
+   * call answers 409 `in_progress`. Never aborted in transaction mode.
+   */
+  signal: AbortSignal;
 }
 
 /** One idempotent call, as the modes see it. */
@@ -50,4 +57,6 @@ export interface Runtime {
   sql: StatementSet;
   cache: ReplayCache | undefined;
   emit: Emit | undefined;
+  /** Lease mode: renews this instance's live leases. */
+  leases: LeaseRenewer | undefined;
 }

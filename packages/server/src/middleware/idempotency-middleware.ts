@@ -71,7 +71,9 @@ export function createMiddlewareFunction(rt: Runtime, gate: InFlightCalls, runMo
 
 /** A completed result of this process answers without a round trip; the cache lookup already refreshed it. */
 function replayFromCache(rt: Runtime, call: Call): MiddlewareResultLike | undefined {
-  const hit = rt.cache?.get(call.scope, call.key, Date.now());
+  // The cache counts expiry on this process's monotonic clock, so a wall clock skewed from the database's (or
+  // stepped) cannot make it replay an expired key.
+  const hit = rt.cache?.get(call.scope, call.key, performance.now());
   if (!hit) return undefined;
   if (hit.fingerprint !== call.fingerprint) throw mismatch(rt, call);
   return replay(rt, call, hit.response);

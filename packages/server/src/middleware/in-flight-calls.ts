@@ -16,6 +16,17 @@ interface InFlight {
  */
 export class InFlightCalls {
   readonly #calls = new Map<string, InFlight>();
+  readonly #otherPayloadWaits: boolean;
+
+  /**
+   * `otherPayloadWaits`: a call of another payload waits like a duplicate, then the mode decides (transaction mode:
+   * in Postgres its claim would wait for the original's, then run if the original released the key, or answer 422
+   * if it stored a result). Otherwise it is refused at once (lease mode: an in-progress claim of another payload is
+   * a 422 in Postgres too).
+   */
+  constructor(otherPayloadWaits: boolean) {
+    this.#otherPayloadWaits = otherPayloadWaits;
+  }
 
   /** Enters when no call with this id runs here; otherwise waits for it until `deadline` (performance.now() ms). */
   async enter(id: string, fingerprint: string, deadline: number): Promise<GateResult> {
@@ -33,7 +44,7 @@ export class InFlightCalls {
         this.#calls.set(id, { fingerprint, done });
         return { outcome: 'entered', waited, leave };
       }
-      if (current.fingerprint !== fingerprint) return { outcome: 'mismatch' };
+      if (current.fingerprint !== fingerprint && !this.#otherPayloadWaits) return { outcome: 'mismatch' };
       const left = deadline - performance.now();
       waited = true;
       if (left <= 0 || !(await settlesWithin(current.done, left))) return { outcome: 'timeout' };

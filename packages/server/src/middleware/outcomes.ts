@@ -1,8 +1,9 @@
 import { TRPCError } from '@trpc/server';
+import { shouldStoreError } from '../errors/error-policy.js';
 import { IdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
 import type { IdempotencyEventType } from '../events.js';
 import { markReplayed, setRetryAfter } from '../http/response-headers.js';
-import { decodeStoredResponse, replayOutcome } from '../serialize/stored-response.js';
+import { decodeStoredResponse, encodeStoredResponse, replayOutcome } from '../serialize/stored-response.js';
 import { isLockTimeout, isStoreUnavailable, isUndefinedTable } from '../store/store-errors.js';
 import type { Call, IdempotencyContext, MiddlewareResultLike, NextFn, Runtime } from './call.js';
 
@@ -120,4 +121,18 @@ export async function callNext(next: NextFn, idempotency: IdempotencyContext<any
     const error = cause instanceof TRPCError ? cause : new TRPCError({ code: 'INTERNAL_SERVER_ERROR', cause });
     return { ok: false, error, marker: 'middlewareMarker' as never };
   }
+}
+
+/**
+ * The text to store for a handler's result, or undefined for an error that is not stored. Runs the app's
+ * `storeErrors` and `serializer.serialize`, which may throw: callers hold a transaction and must end it then.
+ */
+export function responseToStore(rt: Runtime, result: MiddlewareResultLike): string | undefined {
+  const { serializer, storeErrors } = rt.options;
+  if (result.ok) return encodeStoredResponse({ ok: true, data: result.data }, serializer);
+  if (!shouldStoreError(result.error, storeErrors)) return undefined;
+  return encodeStoredResponse(
+    { ok: false, error: { code: result.error.code, message: result.error.message } },
+    serializer,
+  );
 }

@@ -1,4 +1,3 @@
-import { shouldStoreError } from '../errors/error-policy.js';
 import type { Call, MiddlewareResultLike, NextFn, Runtime } from '../middleware/call.js';
 import {
   callNext,
@@ -9,11 +8,13 @@ import {
   mismatch,
   replayRow,
   responseTooLarge,
+  responseToStore,
   utf8Bytes,
 } from '../middleware/outcomes.js';
-import { encodeStoredResponse } from '../serialize/stored-response.js';
+import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
 import { createHandlerDb } from '../store/handler-db.js';
 import type { Row, Session, Statement } from '../store/session.js';
+import { LeaseRenewer } from './lease-renewer.js';
 
 /** First and largest pause between two looks at an in-flight original's row. */
 const POLL_FIRST_MS = 20;
@@ -24,7 +25,9 @@ const FENCED = '22012';
 
 /**
  * Lease mode: the claim commits first (in_progress, a lease, a fencing token), the lease is renewed while the
- * handler runs, and the handler's writes commit with the stored result only while the token still owns the row.
+ * handler runs (lease-renewer.ts), and the handler's writes commit with the stored result only while the token
+ * still owns the row and its lease is live; a holder that cannot be sure of its lease is told (its signal) and
+ * fenced off before the lease lapses.
  * A duplicate polls until `wait`, then 409; a claim whose lease ran out (its holder died) is taken over.
  */
 export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promise<MiddlewareResultLike> {
@@ -53,7 +56,7 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
       if (existing.fingerprint !== call.fingerprint || existing.path !== call.path) throw mismatch(rt, call);
       if (existing.status === 'done' && typeof existing.response === 'string') {
         if (waited) event(rt, call, 'waited');
-        return replayRow(rt, call, existing.response, Number(existing.expires_ms));
+        return replayRow(rt, call, existing.response, claim.readAt + Number(existing.expires_in_ms));
       }
     }
     // The original still holds a live lease (or its row just vanished): look again until `wait` is used up.
@@ -69,7 +72,8 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
 interface Owner {
   token: string;
   takeover: boolean;
-  expiresAt: number;
+  /** performance.now() when the winning statement was sent: the lease runs from no earlier than this. */
+  sentAt: number;
 }
 
 /**
@@ -80,7 +84,8 @@ async function claimKey(
   rt: Runtime,
   call: Call,
 ): Promise<
-  { owner: Owner; session: Session | undefined; existing?: undefined } | { owner?: undefined; existing?: Row }
+  | { owner: Owner; session: Session | undefined; existing?: undefined }
+  | { owner?: undefined; existing?: Row; readAt: number }
 > {
   const { store, sql, options } = rt;
   const lease = { ...call, ttlMs: options.ttl, token: globalThis.crypto.randomUUID(), leaseMs: options.lease };
@@ -93,16 +98,26 @@ async function claimKey(
   };
   const read = async (session: Session | undefined) =>
     (session ? await session.finish([sql.select(call)]) : await store.autocommit([sql.select(call)]))[0]?.[0];
-  const owner = (row: Row, takeover: boolean) => ({ token: lease.token, takeover, expiresAt: Number(row.expires_ms) });
+  const owner = (takeover: boolean, sentAt: number) => ({
+    token: lease.token,
+    takeover,
+    sentAt,
+  });
+  let sentAt = performance.now();
   const claimed = await tryClaim(sql.claimLease(lease));
-  if (claimed.row) return { owner: owner(claimed.row, false), session: claimed.session };
+  if (claimed.row) return { owner: owner(false, sentAt), session: claimed.session };
+  // The row's expiry is read relative to the database's clock and counted on ours from before the read.
+  const readAt = performance.now();
   const existing = await read(claimed.session);
-  if (!existing || !(existing.free === true || deadLease(existing, call))) return { existing };
+  if (!existing || !(existing.free === true || deadLease(existing, call))) return { existing, readAt };
+  sentAt = performance.now();
   const taken = await tryClaim(sql.takeOverLease(lease));
-  if (taken.row) return { owner: owner(taken.row, existing.status === 'in_progress'), session: taken.session };
+  if (taken.row) {
+    return { owner: owner(existing.status === 'in_progress', sentAt), session: taken.session };
+  }
   // Another call took it over first: look again.
   taken.session?.rollback().catch(() => {});
-  return {};
+  return { readAt };
 }
 
 /** A claim of this payload whose holder stopped renewing its lease: the holder died, the call may run again. */
@@ -125,8 +140,10 @@ async function runOwned(
 ): Promise<MiddlewareResultLike> {
   const { store, sql, options } = rt;
   const owner = { scope: call.scope, key: call.key, token: claim.token };
-  // On one connection (PGlite) nobody else can take the claim over while this process lives: no renewal.
-  const renewal = store.singleConnection ? undefined : startRenewal(rt, owner);
+  // On one connection (PGlite) nobody else can take the claim over while this process lives: no renewal, and the
+  // completion need not check the lease.
+  const held = store.singleConnection ? undefined : rt.leases?.hold(owner, claim.sentAt);
+  const liveLease = held !== undefined;
   try {
     let session: Session;
     try {
@@ -140,72 +157,89 @@ async function runOwned(
       scope: call.scope,
       db: createHandlerDb(rt.db, session.executor),
       takeover: claim.takeover,
+      signal: held?.signal ?? new AbortController().signal,
     });
-    if (!result.ok) {
-      if (shouldStoreError(result.error, options.storeErrors)) {
-        const response = encodeStoredResponse(
-          { ok: false, error: { code: result.error.code, message: result.error.message } },
-          options.serializer,
-        );
-        // The handler's writes roll back; the deterministic error is stored if this owner still holds the key.
-        try {
-          await session.rollback([sql.storeErrorFenced(owner, response)]);
-          event(rt, call, 'executed');
-        } catch (error) {
-          // Not stored: the claim stays until its lease runs out, then a retry takes it over and runs again.
-          event(rt, call, 'released', error);
-        }
-      } else {
-        await session.rollback([sql.releaseLease(owner)]).catch(() => {});
-        event(rt, call, 'released', result.error);
-      }
-      return result;
-    }
-    let response: string;
+    let response: string | undefined;
     try {
-      response = encodeStoredResponse({ ok: true, data: result.data }, options.serializer);
+      response = responseToStore(rt, result);
     } catch (error) {
+      // The app's storeErrors or serializer threw: nothing is stored, the claim must not outlive the call.
       await session.rollback([sql.releaseLease(owner)]).catch(() => {});
       event(rt, call, 'released', error);
       throw completionFailure(error);
+    }
+    if (response === undefined) {
+      await session.rollback([sql.releaseLease(owner)]).catch(() => {});
+      event(rt, call, 'released', result.ok ? undefined : result.error);
+      return result;
+    }
+    if (!result.ok) {
+      if (held?.lost) return await fencedOff(rt, call, session, owner);
+      // The handler's writes roll back; the deterministic error is stored if this owner still holds the key.
+      let stored: boolean;
+      try {
+        stored =
+          ((await session.rollback([sql.storeErrorFenced(owner, response, options.ttl, liveLease)]))[0]?.length ?? 0) >
+          0;
+      } catch (error) {
+        // Not stored: the claim stays until its lease runs out, then a retry takes it over and runs again.
+        event(rt, call, 'released', error);
+        return result;
+      }
+      // A takeover owns the key now: as on the success path, the new owner's outcome is the key's, not ours.
+      if (!stored) throw conflict(rt, call);
+      event(rt, call, 'executed');
+      return result;
     }
     const bytes = utf8Bytes(response, options.maxResponseBytes);
     if (bytes > options.maxResponseBytes) {
       await session.rollback([sql.releaseLease(owner)]).catch(() => {});
       throw responseTooLarge(rt, call, bytes);
     }
+    if (held?.lost) return await fencedOff(rt, call, session, owner);
+    // The row expires `ttl` after the completion, by the database's clock: on ours, no earlier than from now.
+    const expiresAt = performance.now() + options.ttl;
     try {
-      await session.commit([sql.completeFenced(owner, response)]);
+      await session.commit([sql.completeFenced(owner, response, options.ttl, liveLease)]);
     } catch (error) {
       if ((error as { code?: unknown })?.code === FENCED) {
-        // A takeover owns the key now: this owner's writes were rolled back; the new owner's result will answer.
+        // A takeover owns the key now (or this lease lapsed): this owner's writes were rolled back; the new
+        // owner's result will answer.
         throw conflict(rt, call);
       }
       await store.autocommit([sql.releaseLease(owner)]).catch(() => {});
       event(rt, call, 'released', error);
       throw completionFailure(error);
     }
-    rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt: claim.expiresAt });
+    rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });
     event(rt, call, 'executed');
     return result;
   } finally {
-    if (renewal) clearInterval(renewal);
+    if (held) rt.leases?.drop(held);
   }
 }
 
-/** Extends the lease every third of its length, so only a dead holder's claim ever expires. */
-function startRenewal(rt: Runtime, owner: { scope: string; key: string; token: string }) {
-  const leaseMs = rt.options.lease;
-  const timer = setInterval(
-    () => {
-      rt.store.autocommit([rt.sql.renewLease({ ...owner, leaseMs })]).catch(() => {
-        // A missed renewal is retried at the next tick; if the database stays away the lease expires, as it must.
-      });
-    },
-    Math.max(50, Math.floor(leaseMs / 3)),
+/**
+ * The holder learnt it may have lost its lease (its signal aborted): nothing of it is stored. Its writes roll
+ * back, its claim is freed if it still has it, and it answers 409 `in_progress` — whoever owns the key now answers.
+ */
+async function fencedOff(
+  rt: Runtime,
+  call: Call,
+  session: Session,
+  owner: { scope: string; key: string; token: string },
+): Promise<never> {
+  await session.rollback([rt.sql.releaseLease(owner)]).catch(() => {});
+  throw conflict(rt, call);
+}
+
+/** Renews the leases of one middleware instance, through the store's renewal connection. */
+export function createLeaseRenewer(store: KeyStore, sql: StatementSet, leaseMs: number): LeaseRenewer {
+  return new LeaseRenewer(
+    leaseMs,
+    async (owners) => (await store.renew(sql.renewLeases(owners, leaseMs))).map((row) => String(row.token)),
+    { warm: () => store.warmRenewals(), idle: () => store.renewalsIdle() },
   );
-  timer.unref?.();
-  return timer;
 }
 
 function sleep(ms: number): Promise<void> {

@@ -1,4 +1,3 @@
-import { shouldStoreError } from '../errors/error-policy.js';
 import type { Call, MiddlewareResultLike, NextFn, Runtime } from '../middleware/call.js';
 import {
   callNext,
@@ -9,9 +8,9 @@ import {
   mismatch,
   replayRow,
   responseTooLarge,
+  responseToStore,
   utf8Bytes,
 } from '../middleware/outcomes.js';
-import { encodeStoredResponse } from '../serialize/stored-response.js';
 import { createHandlerDb } from '../store/handler-db.js';
 import type { Row, Session, Statement } from '../store/session.js';
 import { committedBefore } from '../store/snapshot.js';
@@ -39,7 +38,7 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
     } catch (error) {
       throw claimFailure(rt, call, error);
     }
-    if (claim.session) return await runOwned(rt, call, next, claim.session, claim.expiresAt);
+    if (claim.session) return await runOwned(rt, call, next, claim.session);
     const row = claim.existing;
     // An expired row is taken over next; a row that vanished (purged, rolled back) is claimed again.
     takeOver = row?.free === true;
@@ -50,7 +49,7 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
     if (row.fingerprint !== call.fingerprint || row.path !== call.path) throw mismatch(rt, call);
     if (row.status === 'done' && typeof row.response === 'string') {
       if (claimWaited(row)) event(rt, call, 'waited');
-      return replayRow(rt, call, row.response, Number(row.expires_ms));
+      return replayRow(rt, call, row.response, claim.readAt + Number(row.expires_in_ms));
     }
     // A live lease-mode claim in the same table: nothing to wait on here.
     throw conflict(rt, call);
@@ -66,7 +65,7 @@ async function claimKey(
   rt: Runtime,
   call: Call,
   takeOver: boolean,
-): Promise<{ session: Session; expiresAt: number; existing?: undefined } | { session?: undefined; existing?: Row }> {
+): Promise<{ session: Session; existing?: undefined } | { session?: undefined; existing?: Row; readAt: number }> {
   const { store, sql } = rt;
   const values = { ...call, ttlMs: rt.options.ttl };
   // On one connection nothing can hold a lock on our row: no wait to bound. Else what is left of `wait`.
@@ -74,7 +73,11 @@ async function claimKey(
   const claim = takeOver ? sql.takeOverTransaction(values, waitMs) : sql.claimTransaction(values, waitMs);
   const { session, rows } = await store.begin(store.pipelined ? [claim, sql.savepoint()] : [claim]);
   const owned = rows[0]?.[0];
-  if (owned?.expires_ms == null) return { existing: (await session.finish([sql.select(call)]))[0]?.[0] };
+  if (owned?.expires_ms == null) {
+    // The row's expiry is read relative to the database's clock and counted on ours from before the read.
+    const readAt = performance.now();
+    return { existing: (await session.finish([sql.select(call)]))[0]?.[0], readAt };
+  }
   if (!store.pipelined) {
     try {
       await session.run([sql.savepoint()]);
@@ -83,7 +86,7 @@ async function claimKey(
       throw error;
     }
   }
-  return { session, expiresAt: Number(owned.expires_ms) };
+  return { session };
 }
 
 /** The row we replay was committed after our claim began: the claim blocked on the original until it committed. */
@@ -91,49 +94,45 @@ function claimWaited(row: Row): boolean {
   return typeof row.claim_snapshot === 'string' && !committedBefore(row.claim_snapshot, String(row.xmin));
 }
 
-async function runOwned(
-  rt: Runtime,
-  call: Call,
-  next: NextFn,
-  session: Session,
-  expiresAt: number,
-): Promise<MiddlewareResultLike> {
+async function runOwned(rt: Runtime, call: Call, next: NextFn, session: Session): Promise<MiddlewareResultLike> {
   const { sql, options } = rt;
   const result = await callNext(next, {
     key: call.key,
     scope: call.scope,
     db: createHandlerDb(rt.db, session.executor),
     takeover: false,
+    signal: new AbortController().signal,
   });
-  let response: string;
+  let response: string | undefined;
+  try {
+    response = responseToStore(rt, result);
+  } catch (error) {
+    // The app's storeErrors or serializer threw: nothing is stored, the transaction must not outlive the call.
+    await session.rollback().catch(() => {});
+    event(rt, call, 'released', error);
+    throw completionFailure(error);
+  }
   let statements: Statement[];
+  if (response === undefined) {
+    // An error that is not stored: everything rolls back and the key is free again. The client need not wait for
+    // the ROLLBACK.
+    session.rollback().catch(() => {});
+    event(rt, call, 'released', result.ok ? undefined : result.error);
+    return result;
+  }
   if (result.ok) {
-    try {
-      response = encodeStoredResponse({ ok: true, data: result.data }, options.serializer);
-    } catch (error) {
-      await session.rollback().catch(() => {});
-      event(rt, call, 'released', error);
-      throw completionFailure(error);
-    }
     const bytes = utf8Bytes(response, options.maxResponseBytes);
     if (bytes > options.maxResponseBytes) {
       await session.rollback().catch(() => {});
       throw responseTooLarge(rt, call, bytes);
     }
-    statements = [sql.releaseSavepoint(), sql.complete(call, response)];
-  } else if (shouldStoreError(result.error, options.storeErrors)) {
-    response = encodeStoredResponse(
-      { ok: false, error: { code: result.error.code, message: result.error.message } },
-      options.serializer,
-    );
-    // The deterministic error is stored, the handler's partial writes are not.
-    statements = [sql.rollbackToSavepoint(), sql.releaseSavepoint(), sql.complete(call, response)];
+    statements = [sql.releaseSavepoint(), sql.complete(call, response, options.ttl)];
   } else {
-    // Not stored: everything rolls back and the key is free again. The client need not wait for the ROLLBACK.
-    session.rollback().catch(() => {});
-    event(rt, call, 'released', result.error);
-    return result;
+    // The deterministic error is stored, the handler's partial writes are not.
+    statements = [sql.rollbackToSavepoint(), sql.releaseSavepoint(), sql.complete(call, response, options.ttl)];
   }
+  // The row expires `ttl` after the completion, by the database's clock: on ours, no earlier than from now.
+  const expiresAt = performance.now() + options.ttl;
   try {
     await session.commit(statements);
   } catch (error) {

@@ -70,11 +70,13 @@ export class KyselySession implements Session {
     return rows;
   }
 
-  async rollback(after: readonly string[] = []): Promise<void> {
+  async rollback(after: readonly string[] = []): Promise<Row[][]> {
     if (!this.#done) {
       this.#done = true;
       if (!this.#trx.isCommitted && !this.#trx.isRolledBack) await this.#trx.rollback().execute();
     }
-    for (const text of after) await this.#root.executeQuery(CompiledQuery.raw(text, []));
+    const out: Row[][] = [];
+    for (const text of after) out.push((await this.#root.executeQuery<Row>(CompiledQuery.raw(text, []))).rows);
+    return out;
   }
 }

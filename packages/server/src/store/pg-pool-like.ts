@@ -3,6 +3,20 @@ export interface PgPoolLike {
   connect(): Promise<PgClientLike>;
   /** `pg` emits 'connect' with each new client, before handing it to anyone. */
   on?(event: 'connect', listener: (client: PgClientLike) => void): unknown;
+  /**
+   * `pg`'s Pool keeps the Client class it makes its clients with, and its options (not in its typings): lease
+   * renewals open a connection of their own from them, outside the pool the handlers hold.
+   */
+  Client?: new (
+    options: unknown,
+  ) => PgStandaloneClientLike;
+  options?: unknown;
+}
+
+/** A `pg` Client made outside the pool. */
+export interface PgStandaloneClientLike extends Pick<PgClientLike, 'query' | 'on'> {
+  connect(): Promise<unknown>;
+  end(): Promise<void>;
 }
 
 /** The subset of `pg`'s `PoolClient` the fast path uses. */

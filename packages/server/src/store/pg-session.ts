@@ -77,17 +77,19 @@ export class PgSession implements Session {
     return results;
   }
 
-  async rollback(after: readonly string[] = []): Promise<void> {
+  async rollback(after: readonly string[] = []): Promise<Row[][]> {
     if (this.#released) throw new Error('idempotency: session already finished');
     this.#provider.close();
+    let results: PgResultLike[];
     try {
-      await this.#client.query(['ROLLBACK', ...after].join(';\n'));
+      results = await this.#sendRaw(['ROLLBACK', ...after]);
     } catch (error) {
       // A client whose ROLLBACK failed is in an unknown state: the pool must discard it.
       this.#release(error instanceof Error ? error : new Error(String(error)));
       throw error;
     }
     this.#release();
+    return results.slice(1).map((r) => r.rows ?? []);
   }
 
   async #send(statements: readonly string[]): Promise<Row[][]> {

@@ -18,8 +18,8 @@ export interface Session {
   commit(statements: readonly Statement[]): Promise<Row[][]>;
   /** Runs statements inside the transaction, then ROLLBACK; returns their rows and gives the connection back. */
   finish(statements: readonly Statement[]): Promise<Row[][]>;
-  /** ROLLBACK, then `after` in autocommit; gives the connection back. */
-  rollback(after?: readonly Statement[]): Promise<void>;
+  /** ROLLBACK, then `after` in autocommit; gives the connection back. Returns the rows of `after`. */
+  rollback(after?: readonly Statement[]): Promise<Row[][]>;
   /** The executor the handler's `ctx.idempotency.db` runs on: this transaction's connection, closed with it. */
   readonly executor: QueryExecutor;
 }

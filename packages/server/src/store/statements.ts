@@ -21,13 +21,18 @@ const CLAIM_SNAPSHOT = 'trpc_idempotency.claim_snapshot';
 /** Name of the savepoint a transaction-mode claim sets, so a stored error can drop the handler's writes. */
 export const SAVEPOINT = 'trpc_idempotency_handler';
 
-/** Columns every read of an existing row returns; `expires_ms`, `lease_left_ms` and `free` by the database clock. */
+/** Columns every read of an existing row returns; `expires_in_ms`, `lease_left_ms` and `free` by the database clock. */
 const ROW_COLUMNS = `status, fingerprint, path, response, token, xmin::text AS xmin,
-  (extract(epoch from expires_at) * 1000)::float8 AS expires_ms,
+  greatest(0, extract(epoch from (expires_at - clock_timestamp())) * 1000)::float8 AS expires_in_ms,
   greatest(0, extract(epoch from (locked_until - clock_timestamp())) * 1000)::float8 AS lease_left_ms,
   ${expiredAndFree('t')} AS free, current_setting('${CLAIM_SNAPSHOT}', true) AS claim_snapshot`;
 
 const EXPIRES_MS = '(extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms';
+
+/** What a completion sets: the result, and its expiry counted from now (a handler may outlast a short `ttl`). */
+function stored(response: string, ttlMs: number): string {
+  return `status = 'done', response = ${literal(response)}, locked_until = NULL, expires_at = ${fromNow(ttlMs)}`;
+}
 
 /** The database clock `ms` milliseconds from now. */
 function fromNow(ms: number): string {
@@ -52,8 +57,18 @@ function deadLease(a: string, fingerprint: string, path: string): string {
  * 0 ms becomes 1 ms: lock_timeout = 0 would mean "wait forever".
  */
 function boundLockWait(ms: number): string {
-  return `set_config('lock_timeout', CASE WHEN set_config('${SAVED_LOCK_TIMEOUT}', current_setting('lock_timeout'), true) IS NULL
-    OR set_config('${CLAIM_SNAPSHOT}', pg_current_snapshot()::text, true) IS NULL THEN NULL ELSE '${int(Math.max(1, ms))}ms' END, true) IS NOT NULL`;
+  return `set_config('lock_timeout', CASE WHEN set_config('${SAVED_LOCK_TIMEOUT}', ${firstValue(SAVED_LOCK_TIMEOUT, "current_setting('lock_timeout')")}, true) IS NULL
+    OR set_config('${CLAIM_SNAPSHOT}', ${firstValue(CLAIM_SNAPSHOT, 'pg_current_snapshot()::text')}, true) IS NULL THEN NULL ELSE '${int(Math.max(1, ms))}ms' END, true) IS NOT NULL`;
+}
+
+/**
+ * The setting's value if this transaction already set it, else `value`. An UPDATE that waited for a row lock is
+ * re-evaluated on the row's new version, filter included: the second run must not save our own lock_timeout as
+ * the caller's (the RETURNING would then leave `wait` in force for the handler), nor move the claim's snapshot.
+ * Outside its transaction a transaction-local setting reads as '' (or NULL if never set).
+ */
+function firstValue(setting: string, value: string): string {
+  return `coalesce(nullif(current_setting('${setting}', true), ''), ${value})`;
 }
 
 const RESTORE_LOCK_TIMEOUT = `set_config('lock_timeout', current_setting('${SAVED_LOCK_TIMEOUT}'), true) AS lock_timeout_restored`;
@@ -149,28 +164,36 @@ RETURNING ${EXPIRES_MS}`;
     return `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`;
   }
 
-  /** Transaction mode: stores the result on the row this transaction holds. */
-  complete(r: RowKey, response: string): string {
-    return `UPDATE ${this.#t} SET status = 'done', response = ${literal(response)}, locked_until = NULL
+  /** Transaction mode: stores the result on the row this transaction holds, kept `ttlMs` from now. */
+  complete(r: RowKey, response: string, ttlMs: number): string {
+    return `UPDATE ${this.#t} SET ${stored(response, ttlMs)}
 WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)}`;
   }
 
   /**
-   * Lease mode: stores the result only while `token` still owns the row. When a takeover has fenced this owner
-   * off, no row matches and the division by zero (22012) aborts the transaction, so the COMMIT that follows in the
-   * same round trip cannot commit the stale owner's writes.
+   * Lease mode: stores the result only while `token` still owns the row and, with `liveLease`, while its lease has
+   * not lapsed (a holder whose lease lapsed may be taken over at any moment: it never stores). When the owner was
+   * fenced off, no row matches and the division by zero (22012) aborts the transaction, so the COMMIT that follows
+   * in the same round trip cannot commit the stale owner's writes.
    */
-  completeFenced(r: RowKey & { token: string }, response: string): string {
-    return `WITH done AS (UPDATE ${this.#t} SET status = 'done', response = ${literal(response)}, locked_until = NULL
-  WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)}
-    AND status = 'in_progress' RETURNING 1)
+  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): string {
+    return `WITH done AS (UPDATE ${this.#t} SET ${stored(response, ttlMs)}
+  WHERE ${this.#owns(r, liveLease)} RETURNING 1)
 SELECT 1 / (SELECT count(*)::int FROM done) AS still_owner`;
   }
 
-  /** Lease mode, autocommit: extends the lease while the owner's handler runs. */
-  renewLease(r: RowKey & { token: string; leaseMs: number }): string {
-    return `UPDATE ${this.#t} SET locked_until = ${fromNow(r.leaseMs)}
-WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'`;
+  /**
+   * Lease mode, autocommit: extends the leases of every listed owner whose lease is still live, in one statement
+   * (one round trip per renewal tick however many calls run). A lapsed lease is never revived: it may already have
+   * been taken over. Returns the token of each renewed lease; a missing one lost its claim.
+   */
+  renewLeases(owners: readonly (RowKey & { token: string })[], leaseMs: number): string {
+    const values = owners.map((o) => `(${literal(o.scope)}, ${literal(o.key)}, ${literal(o.token)})`).join(', ');
+    return `UPDATE ${this.#t} AS k SET locked_until = ${fromNow(leaseMs)}
+FROM (VALUES ${values}) AS v(scope, key, token)
+WHERE k.scope = v.scope AND k.key = v.key AND k.token = v.token AND k.status = 'in_progress'
+  AND k.locked_until > clock_timestamp()
+RETURNING k.token`;
   }
 
   /** Lease mode, autocommit: frees the key after a failure, if this owner still holds it. */
@@ -180,9 +203,16 @@ WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${lite
   }
 
   /** Lease mode, autocommit: stores a deterministic error after the handler's transaction was rolled back. */
-  storeErrorFenced(r: RowKey & { token: string }, response: string): string {
-    return `UPDATE ${this.#t} SET status = 'done', response = ${literal(response)}, locked_until = NULL
-WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'
+  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): string {
+    return `UPDATE ${this.#t} SET ${stored(response, ttlMs)}
+WHERE ${this.#owns(r, liveLease)}
 RETURNING 1 AS stored`;
+  }
+
+  /** The row is still `token`'s claim (and, with `liveLease`, its lease has not lapsed). */
+  #owns(r: RowKey & { token: string }, liveLease: boolean): string {
+    return `scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'${
+      liveLease ? ' AND locked_until > clock_timestamp()' : ''
+    }`;
   }
 }

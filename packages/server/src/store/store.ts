@@ -3,6 +3,7 @@ import { AsyncMutex } from './async-mutex.js';
 import { KyselySession } from './kysely-session.js';
 import type { PgPoolLike } from './pg-pool-like.js';
 import { PgSession } from './pg-session.js';
+import { RenewalClient } from './renewal-client.js';
 import type { Row, Session } from './session.js';
 
 /** Where the modes get transactions and autocommit statements from; hides the pg fast path / general path choice. */
@@ -12,6 +13,7 @@ export class Store {
   readonly root: Kysely<any>;
   #own: Kysely<any>;
   #pool: PgPoolLike | undefined;
+  #renewal: RenewalClient | undefined;
   #mutex: AsyncMutex | undefined;
   #detecting: Promise<void> | undefined;
   #detected = false;
@@ -20,6 +22,7 @@ export class Store {
     this.root = db;
     this.#own = db.withoutPlugins();
     this.#pool = pool;
+    this.#renewal = pool ? RenewalClient.of(pool) : undefined;
     this.pipelined = pool !== undefined;
     // pg-pool stops listening for a client's errors when it hands the client out, and a new client can report a
     // terminated backend in the same socket read that completed its connection, before the holder can listen:
@@ -83,6 +86,26 @@ export class Store {
     // Its own BEGIN … COMMIT: in a multi-statement text, statements ahead of a BEGIN would join its transaction.
     const opened = await PgSession.begin(this.#pool, this.root, [], ['BEGIN', statement, 'COMMIT']);
     return { session: opened.session, rows: opened.rows.slice(1, 2) };
+  }
+
+  /**
+   * Runs a lease renewal (autocommit). On the fast path it has a connection of its own, so it never queues behind
+   * the handlers whose leases it renews; on the general path it shares `db`'s pool (holders fence themselves when
+   * renewals cannot get through, see HeldLease).
+   */
+  async renew(statement: string): Promise<Row[]> {
+    if (this.#renewal) return this.#renewal.query(statement);
+    return (await this.autocommit([statement]))[0] ?? [];
+  }
+
+  /** A lease is about to need renewals: opens their connection now (fast path). */
+  warmRenewals(): void {
+    this.#renewal?.warm();
+  }
+
+  /** No lease is left to renew: lets the renewal connection go, so it never keeps the process alive. */
+  renewalsIdle(): void {
+    this.#renewal?.close();
   }
 
   /** Runs one autocommit statement through Kysely and returns how many rows it changed. */
@@ -169,7 +192,7 @@ class UnlockingSession implements Session {
 
   async rollback(after?: readonly string[]) {
     try {
-      await this.#inner.rollback(after);
+      return await this.#inner.rollback(after);
     } finally {
       this.#unlock();
     }

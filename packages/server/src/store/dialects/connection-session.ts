@@ -57,7 +57,8 @@ export class ConnectionSession implements Session {
     return rows;
   }
 
-  async rollback(after: readonly Statement[] = []): Promise<void> {
+  /** ROLLBACK, then `after` in autocommit; returns the rows of `after`. */
+  async rollback(after: readonly Statement[] = []): Promise<Row[][]> {
     if (!this.#done) {
       this.#provider.close();
       try {
@@ -66,7 +67,7 @@ export class ConnectionSession implements Session {
         this.#release();
       }
     }
-    if (after.length > 0) await this.#autocommit(after);
+    return after.length > 0 ? this.#autocommit(after) : [];
   }
 
   #release(): void {

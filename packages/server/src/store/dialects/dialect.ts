@@ -24,6 +24,12 @@ export interface KeyStore {
   commitThenBegin(statement: Statement): Promise<{ session: Session; rows: Row[][] }>;
   /** Runs statements outside any transaction of ours. */
   autocommit(statements: readonly Statement[]): Promise<Row[][]>;
+  /** Runs a lease renewal (autocommit) and returns its rows; on the pg fast path on a connection of its own. */
+  renew(statement: Statement): Promise<Row[]>;
+  /** A lease is about to need renewals (the pg fast path opens their connection). */
+  warmRenewals(): void;
+  /** No lease is left to renew. */
+  renewalsIdle(): void;
 }
 
 /** One dialect's store, statements, DDL and purge, chosen once per `createIdempotency`. */

@@ -1,3 +1,4 @@
+import type { Row } from '../../session.js';
 import { int } from '../../sql-literal.js';
 import type { ClaimValues, RowKey } from '../../statements.js';
 import type { TableName } from '../../table-name.js';
@@ -19,6 +20,11 @@ export const NOW_MS = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TI
 export interface MysqlServer {
   /** MariaDB scopes a lock-wait timeout to one statement (`SET STATEMENT … FOR`); MySQL 8 needs SET SESSION. */
   mariadb: boolean;
+}
+
+/** What a completion sets: the result, and its expiry counted from now (a handler may outlast a short `ttl`). */
+function stored(response: string, ttlMs: number): string {
+  return `k.status = 'done', k.response = ${hexBytes(response)}, k.locked_until = NULL, k.expires_at = ${NOW_MS} + ${int(ttlMs)}`;
 }
 
 function expiredAndFree(a: string): string {
@@ -81,7 +87,8 @@ WHERE ${this.#where('k', v)} AND (${expiredAndFree('k')}
 
   /** A plain read: under READ COMMITTED it sees what the original committed, even after our claim waited. */
   select(r: RowKey): Step {
-    return plain(`SELECT t.status, t.fingerprint, t.path, t.response, t.token, t.expires_at AS expires_ms,
+    return plain(`SELECT t.status, t.fingerprint, t.path, t.response, t.token,
+  GREATEST(0, t.expires_at - ${NOW_MS}) AS expires_in_ms,
   GREATEST(0, COALESCE(t.locked_until - ${NOW_MS}, 0)) AS lease_left_ms, ${expiredAndFree('t')} AS free
 FROM ${this.#t} AS t WHERE ${this.#where('t', r)}`);
   }
@@ -90,30 +97,43 @@ FROM ${this.#t} AS t WHERE ${this.#where('t', r)}`);
   readonly releaseSavepoint = savepointSteps.releaseSavepoint;
   readonly rollbackToSavepoint = savepointSteps.rollbackToSavepoint;
 
-  complete(r: RowKey, response: string): Step {
-    return plain(`UPDATE ${this.#t} AS k SET k.status = 'done', k.response = ${hexBytes(response)}, k.locked_until = NULL
-WHERE ${this.#where('k', r)}`);
+  /** Transaction mode: stores the result on the row this transaction holds, kept `ttlMs` from now. */
+  complete(r: RowKey, response: string, ttlMs: number): Step {
+    return plain(`UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)} WHERE ${this.#where('k', r)}`);
   }
 
-  /** Changes no row when a takeover replaced the token: the step then throws and the commit never happens. */
-  completeFenced(r: RowKey & { token: string }, response: string): Step {
-    return fenced(`UPDATE ${this.#t} AS k SET k.status = 'done', k.response = ${hexBytes(response)}, k.locked_until = NULL
-WHERE ${this.#owner('k', r)}`);
+  /** Changes no row when a takeover replaced the token (or, with `liveLease`, the lease lapsed): the step then throws and the commit never happens. */
+  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): Step {
+    return fenced(`UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)} WHERE ${this.#owner('k', r, liveLease)}`);
   }
 
-  renewLease(r: RowKey & { token: string; leaseMs: number }): Step {
-    return plain(
-      `UPDATE ${this.#t} AS k SET k.locked_until = ${NOW_MS} + ${int(r.leaseMs)} WHERE ${this.#owner('k', r)}`,
+  /**
+   * Extends the live leases of the listed owners; returns the token of each renewed one. MySQL has no RETURNING:
+   * one UPDATE per owner, its affected rows saying whether it still held a live lease (a lapsed one is never revived).
+   */
+  renewLeases(owners: readonly (RowKey & { token: string })[], leaseMs: number): Step {
+    const updates = owners.map(
+      (o) =>
+        [
+          o.token,
+          `UPDATE ${this.#t} AS k SET k.locked_until = ${NOW_MS} + ${int(leaseMs)} WHERE ${this.#owner('k', o, true)}`,
+        ] as const,
     );
+    return async (c) => {
+      const renewed: Row[] = [];
+      for (const [token, update] of updates) {
+        if (Number((await c.query(update)).numAffectedRows ?? 0) > 0) renewed.push({ token });
+      }
+      return renewed;
+    };
   }
 
   releaseLease(r: RowKey & { token: string }): Step {
-    return plain(`DELETE FROM ${this.#t} WHERE ${this.#owner(this.#t, r)}`);
+    return plain(`DELETE FROM ${this.#t} WHERE ${this.#owner(this.#t, r, false)}`);
   }
 
-  storeErrorFenced(r: RowKey & { token: string }, response: string): Step {
-    const update = `UPDATE ${this.#t} AS k SET k.status = 'done', k.response = ${hexBytes(response)}, k.locked_until = NULL
-WHERE ${this.#owner('k', r)}`;
+  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): Step {
+    const update = `UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)} WHERE ${this.#owner('k', r, liveLease)}`;
     return async (c) => (Number((await c.query(update)).numAffectedRows ?? 0) > 0 ? [{ stored: 1 }] : []);
   }
 
@@ -121,8 +141,11 @@ WHERE ${this.#owner('k', r)}`;
     return `${a}.scope = ${hexText(r.scope, MAX_SCOPE_BYTES)} AND ${a}.\`key\` = ${hexText(r.key)}`;
   }
 
-  #owner(a: string, r: RowKey & { token: string }): string {
-    return `${this.#where(a, r)} AND ${a}.token = ${hexText(r.token)} AND ${a}.status = 'in_progress'`;
+  /** The row is still `token`'s claim (and, with `liveLease`, its lease has not lapsed). */
+  #owner(a: string, r: RowKey & { token: string }, liveLease: boolean): string {
+    return `${this.#where(a, r)} AND ${a}.token = ${hexText(r.token)} AND ${a}.status = 'in_progress'${
+      liveLease ? ` AND ${a}.locked_until > ${NOW_MS}` : ''
+    }`;
   }
 
   /**

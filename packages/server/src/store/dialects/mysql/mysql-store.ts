@@ -89,6 +89,15 @@ export class MysqlStore implements KeyStore {
     }
   }
 
+  /** Renewals share the pool: holders fence themselves when one cannot get through in time (see HeldLease). */
+  async renew(statement: Statement): Promise<Row[]> {
+    return (await this.autocommit([statement]))[0] ?? [];
+  }
+
+  warmRenewals(): void {}
+
+  renewalsIdle(): void {}
+
   commitThenBegin(): Promise<{ session: Session; rows: Row[][] }> {
     throw new Error('idempotency: commitThenBegin needs the pg fast path');
   }

@@ -86,7 +86,7 @@ RETURNING expires_at AS expires_ms`,
 
   select(r: RowKey): Step {
     return plain(
-      `SELECT t.status, t.fingerprint, t.path, t.response, t.token, t.expires_at AS expires_ms,
+      `SELECT t.status, t.fingerprint, t.path, t.response, t.token, max(0, t.expires_at - ${NOW_MS}) AS expires_in_ms,
   max(0, coalesce(t.locked_until - ${NOW_MS}, 0)) AS lease_left_ms, ${expiredAndFree('t')} AS free
 FROM ${this.#t} AS t WHERE t.scope = ? AND t.key = ?`,
       [text(r.scope), text(r.key)],
@@ -97,44 +97,55 @@ FROM ${this.#t} AS t WHERE t.scope = ? AND t.key = ?`,
   readonly releaseSavepoint = savepointSteps.releaseSavepoint;
   readonly rollbackToSavepoint = savepointSteps.rollbackToSavepoint;
 
-  complete(r: RowKey, response: string): Step {
-    return plain(
-      `UPDATE ${this.#t} SET status = 'done', response = ?, locked_until = NULL WHERE scope = ? AND key = ?`,
-      [response, text(r.scope), text(r.key)],
-    );
+  /** Transaction mode: stores the result on the row this transaction holds, kept `ttlMs` from now. */
+  complete(r: RowKey, response: string, ttlMs: number): Step {
+    return plain(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE scope = ? AND key = ?`, [
+      response,
+      text(r.scope),
+      text(r.key),
+    ]);
   }
 
-  completeFenced(r: RowKey & { token: string }, response: string): Step {
-    return fenced(
-      `UPDATE ${this.#t} SET status = 'done', response = ?, locked_until = NULL
-WHERE scope = ? AND key = ? AND token = ? AND status = 'in_progress'`,
-      [response, text(r.scope), text(r.key), r.token],
-    );
+  /** Changes no row when a takeover replaced the token (or, with `liveLease`, the lease lapsed): the step then throws. */
+  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): Step {
+    return fenced(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE ${owns(liveLease)}`, [response, ...ownerValues(r)]);
   }
 
-  renewLease(r: RowKey & { token: string; leaseMs: number }): Step {
+  /** Extends the live leases of the listed owners in one statement; returns the token of each renewed one. */
+  renewLeases(owners: readonly (RowKey & { token: string })[], leaseMs: number): Step {
+    const values = owners.map(() => '(?, ?, ?)').join(', ');
     return plain(
-      `UPDATE ${this.#t} SET locked_until = ${NOW_MS} + ${int(r.leaseMs)}
-WHERE scope = ? AND key = ? AND token = ? AND status = 'in_progress'`,
-      [text(r.scope), text(r.key), r.token],
+      `UPDATE ${this.#t} SET locked_until = ${NOW_MS} + ${int(leaseMs)}
+WHERE (scope, key, token) IN (VALUES ${values}) AND status = 'in_progress' AND locked_until > ${NOW_MS}
+RETURNING token`,
+      owners.flatMap((o) => ownerValues(o)),
     );
   }
 
   releaseLease(r: RowKey & { token: string }): Step {
-    return plain(`DELETE FROM ${this.#t} WHERE scope = ? AND key = ? AND token = ? AND status = 'in_progress'`, [
-      text(r.scope),
-      text(r.key),
-      r.token,
-    ]);
+    return plain(`DELETE FROM ${this.#t} WHERE ${owns(false)}`, ownerValues(r));
   }
 
-  storeErrorFenced(r: RowKey & { token: string }, response: string): Step {
-    return plain(
-      `UPDATE ${this.#t} SET status = 'done', response = ?, locked_until = NULL
-WHERE scope = ? AND key = ? AND token = ? AND status = 'in_progress' RETURNING 1 AS stored`,
-      [response, text(r.scope), text(r.key), r.token],
-    );
+  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): Step {
+    return plain(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE ${owns(liveLease)} RETURNING 1 AS stored`, [
+      response,
+      ...ownerValues(r),
+    ]);
   }
+}
+
+/** What a completion sets (the response is the first parameter), its expiry counted from now. */
+function stored(ttlMs: number): string {
+  return `status = 'done', response = ?, locked_until = NULL, expires_at = ${NOW_MS} + ${int(ttlMs)}`;
+}
+
+/** The row is still the owner's claim (and, with `liveLease`, its lease has not lapsed): scope, key, token follow. */
+function owns(liveLease: boolean): string {
+  return `scope = ? AND key = ? AND token = ? AND status = 'in_progress'${liveLease ? ` AND locked_until > ${NOW_MS}` : ''}`;
+}
+
+function ownerValues(r: RowKey & { token: string }): unknown[] {
+  return [text(r.scope), text(r.key), r.token];
 }
 
 function withWait(step: Step, lockWaitMs: number | undefined): Step {

@@ -76,6 +76,19 @@ export class SqliteStore implements KeyStore {
     }
   }
 
+  /**
+   * Renewals queue behind the running handler's transaction (one connection): keep `lease` longer than the
+   * longest handler, or its holder fences itself. No other process can take a claim over meanwhile: the running
+   * transaction holds the write lock.
+   */
+  async renew(statement: Statement): Promise<Row[]> {
+    return (await this.autocommit([statement]))[0] ?? [];
+  }
+
+  warmRenewals(): void {}
+
+  renewalsIdle(): void {}
+
   commitThenBegin(): Promise<{ session: Session; rows: Row[][] }> {
     throw new Error('idempotency: commitThenBegin needs the pg fast path');
   }

@@ -1,0 +1,183 @@
+import { TRPCError } from '@trpc/server';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { fingerprint } from '../fingerprint/fingerprint.js';
+import type { IdempotencyEventType } from '../index.js';
+import { defaultSerializer } from '../serialize/serializer.js';
+import { expectReason, failure } from './expectations.js';
+import { BACKENDS, type Backend, deferred, makeApp, openBackend, sleep, until } from './harness.js';
+
+let keySeq = 0;
+const newKey = () => `cb-${Date.now().toString(36)}-${++keySeq}`;
+
+/** Fails (instead of hanging the suite) when a call is still pending: a session, lock or mutex leaked. */
+async function completes<T>(promise: Promise<T>, ms = 15_000): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`still pending after ${ms} ms: a session, lock or mutex leaked`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const boom = () => {
+  throw new Error('a bug in a user callback');
+};
+
+/**
+ * No user callback (`scope`, `key`, `storeErrors`, `serializer`, `onEvent`) can leak a session, a lock, a mutex or
+ * an in-flight-gate entry: after each one throws, the key is usable and nothing is held.
+ */
+describe.each(BACKENDS.flatMap((b) => (['transaction', 'lease'] as const).map((m) => [b, m] as const)))(
+  'a throwing user callback on %s in %s mode',
+  (name, mode) => {
+    let backend: Backend;
+    beforeAll(async () => {
+      backend = await openBackend(name);
+      await makeApp(backend).idempotency.migrate();
+    });
+    afterAll(() => backend?.close());
+
+    /** No connection is left idle in a transaction, and the fast path's pool has every client back. */
+    const expectNothingHeld = async () => {
+      if (name === 'pglite') return; // proven by the calls that follow completing on the one connection
+      const idleInTransaction = async () =>
+        Number(
+          (
+            await backend.query<{ n: string }>(
+              `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`,
+            )
+          )[0]!.n,
+        );
+      await expect.poll(idleInTransaction, { timeout: 5000 }).toBe(0);
+      const pool = backend.pool;
+      if (pool) await expect.poll(() => pool.totalCount - pool.idleCount, { timeout: 5000 }).toBe(0);
+    };
+
+    /** Another instance with sane callbacks runs each key (it was released) and then replays it. */
+    const expectKeysUsable = async (keys: string[], userId: string) => {
+      const good = makeApp(backend, { mode });
+      for (const key of keys) {
+        const result = await completes(good.caller(key, userId).payments.create({ amount: 1 }));
+        expect(await completes(good.caller(key, userId).payments.create({ amount: 1 }))).toEqual(result);
+      }
+      expect(good.control.runs).toBe(keys.length);
+    };
+
+    it('storeErrors that throws: the call fails, the key is released, nothing is held (more calls than the pool)', async () => {
+      const bad = makeApp(backend, { mode, storeErrors: boom });
+      bad.control.throwAfterWrite = () => new TRPCError({ code: 'PAYMENT_REQUIRED', message: 'declined' });
+      const keys = Array.from({ length: 5 }, newKey); // the pool has 4 connections
+      for (const key of keys) await completes(failure(bad.caller(key, 'cb-store').payments.create({ amount: 1 })));
+      await expectNothingHeld();
+      await expectKeysUsable(keys, 'cb-store');
+    });
+
+    // Stored errors are kept as plain JSON, never through the serializer: only a success can make it throw.
+    it('serializer.serialize that throws on a success: released, nothing held', async () => {
+      const bad = makeApp(backend, {
+        mode,
+        serializer: { serialize: boom, deserialize: defaultSerializer.deserialize },
+      });
+      const keys = Array.from({ length: 5 }, newKey);
+      for (const key of keys) await completes(failure(bad.caller(key, 'cb-ser').payments.create({ amount: 1 })));
+      await expectNothingHeld();
+      await expectKeysUsable(keys, 'cb-ser');
+    });
+
+    it('serializer.deserialize that throws on a replay: nothing held, a sane instance replays', async () => {
+      const good = makeApp(backend, { mode });
+      const key = newKey();
+      const result = await good.caller(key, 'cb-deser').payments.create({ amount: 1 });
+      const bad = makeApp(backend, {
+        mode,
+        cache: false,
+        serializer: { serialize: defaultSerializer.serialize, deserialize: boom },
+      });
+      for (let i = 0; i < 5; i++) await completes(failure(bad.caller(key, 'cb-deser').payments.create({ amount: 1 })));
+      await expectNothingHeld();
+      expect(
+        await completes(makeApp(backend, { mode }).caller(key, 'cb-deser').payments.create({ amount: 1 })),
+      ).toEqual(result);
+    });
+
+    it('scope or key that throws: the call fails before anything is taken', async () => {
+      const key = newKey();
+      for (const opts of [{ scope: boom }, { key: boom }]) {
+        const bad = makeApp(backend, { mode, ...opts });
+        for (let i = 0; i < 5; i++)
+          await completes(failure(bad.caller(key, 'cb-scope').payments.create({ amount: 1 })));
+        expect(bad.control.runs).toBe(0);
+      }
+      await expectNothingHeld();
+      await expectKeysUsable([key], 'cb-scope');
+    });
+
+    describe('onEvent that throws or rejects on every event kind', () => {
+      const unhandled: unknown[] = [];
+      const record = (reason: unknown) => unhandled.push(reason);
+      beforeEach(() => {
+        unhandled.length = 0;
+        process.on('unhandledRejection', record);
+      });
+      afterEach(() => {
+        process.off('unhandledRejection', record);
+      });
+
+      for (const kind of ['throws', 'rejects'] as const) {
+        it(`changes no outcome when it ${kind}`, async () => {
+          const seen: IdempotencyEventType[] = [];
+          const onEvent = (e: { type: IdempotencyEventType }) => {
+            seen.push(e.type);
+            if (kind === 'throws') throw new Error(`onEvent bug on ${e.type}`);
+            return Promise.reject(new Error(`onEvent bug on ${e.type}`));
+          };
+          const app = makeApp(backend, { mode, wait: 300, onEvent });
+          const user = `cb-events-${kind}`;
+          const key = newKey();
+          // executed, then replayed
+          const first = await completes(app.caller(key, user).payments.create({ amount: 1 }));
+          expect(await completes(app.caller(key, user).payments.create({ amount: 1 }))).toEqual(first);
+          // mismatch
+          await expectReason(app.caller(key, user).payments.create({ amount: 2 }), 'payload_mismatch');
+          // conflict (a duplicate past `wait`), then waited (one that is let through while it waits)
+          const busy = newKey();
+          const gate = deferred();
+          app.control.gate = gate.promise;
+          const original = app.caller(busy, user).payments.create({ amount: 3 });
+          await until(() => app.control.runs === 2);
+          await expectReason(app.caller(busy, user).payments.create({ amount: 3 }), 'in_progress');
+          const duplicate = app.caller(busy, user).payments.create({ amount: 3 });
+          await sleep(50);
+          gate.resolve();
+          app.control.gate = undefined;
+          expect(await completes(duplicate)).toEqual(await completes(original));
+          // released
+          app.control.throwAfterWrite = () => new TRPCError({ code: 'BAD_GATEWAY', message: 'down' });
+          const released = newKey();
+          await completes(failure(app.caller(released, user).payments.create({ amount: 4 })));
+          app.control.throwAfterWrite = undefined;
+          if (mode === 'lease') {
+            // taken_over: a dead holder's claim
+            const dead = newKey();
+            const fp = fingerprint('payments.create', { amount: 5 });
+            await backend.query(`INSERT INTO idempotency_keys (scope, key, fingerprint, path, status, token, locked_until, expires_at)
+              VALUES ('user:${user}', '${dead}', '${fp}', 'payments.create', 'in_progress', 'dead-owner',
+                      clock_timestamp() - interval '1 second', clock_timestamp() + interval '1 hour')`);
+            await completes(app.caller(dead, user).payments.create({ amount: 5 }));
+          }
+          // Let any rejection surface (they are reported on a later turn).
+          await new Promise((r) => setTimeout(r, 50));
+          const expected: IdempotencyEventType[] = ['executed', 'replayed', 'mismatch', 'conflict', 'released'];
+          if (mode === 'lease') expected.push('taken_over');
+          for (const type of expected) expect(seen).toContain(type);
+          expect(unhandled).toEqual([]);
+          await expectNothingHeld();
+          await expectKeysUsable([released], user);
+        });
+      }
+    });
+  },
+);

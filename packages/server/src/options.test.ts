@@ -1,0 +1,33 @@
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createIdempotency } from './index.js';
+
+/** A Kysely that is never connected: option checks happen before any query. */
+const pool = new pg.Pool({ connectionString: 'postgres://nobody@127.0.0.1:1/none', max: 1 });
+const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
+afterAll(() => db.destroy());
+
+const make = (opts: Record<string, unknown>) => createIdempotency({ db, scope: () => 's', ...opts });
+
+/** Node turns a timer above 2^31 − 1 ms (or a non-finite one) into a 1 ms timer: such values must never get there. */
+describe('options that become timers', () => {
+  const MAX_TIMER_MS = 2 ** 31 - 1;
+
+  for (const name of ['wait', 'lease'] as const) {
+    it(`refuses \`${name}\` above 2^31 − 1 ms or non-finite, naming it`, () => {
+      for (const value of [MAX_TIMER_MS + 1, 2 ** 40, Number.POSITIVE_INFINITY, Number.NaN]) {
+        expect(() => make({ mode: 'lease', [name]: value })).toThrow(new RegExp(`\`${name}\``));
+      }
+      expect(() => make({ mode: 'lease', [name]: MAX_TIMER_MS })).not.toThrow();
+    });
+  }
+
+  it('refuses a non-finite `ttl`, and keeps a long one (it never becomes a timer)', () => {
+    for (const value of [Number.POSITIVE_INFINITY, Number.NaN, -1, 0.5]) {
+      expect(() => make({ ttl: value })).toThrow(/`ttl`/);
+    }
+    // Ten years: stored as an interval in Postgres and counted on the monotonic clock, never a setTimeout.
+    expect(() => make({ ttl: 10 * 365 * 86_400_000 })).not.toThrow();
+  });
+});
