@@ -8,10 +8,7 @@ import { InFlightCalls } from './middleware/in-flight-calls.js';
 import { createLeaseRenewer, runLeaseMode } from './modes/lease-mode.js';
 import { runTransactionMode } from './modes/transaction-mode.js';
 import { type IdempotencyOptions, resolveOptions } from './options.js';
-import { purgeBatchStatement } from './store/purge.js';
-import { migrationStatements } from './store/schema.js';
-import { Statements } from './store/statements.js';
-import { Store } from './store/store.js';
+import { createStoreDialect } from './store/dialects/create-store-dialect.js';
 
 /** `ctx.idempotency` as the resolver sees it: `null` only with `required: false` and no key sent. */
 export type IdempotencyContextFor<DB, TRequired extends boolean> = TRequired extends false
@@ -52,16 +49,15 @@ export function createIdempotency<TContext extends object, DB, TRequired extends
 ): Idempotency<TContext, DB, TRequired> {
   const resolved = resolveOptions(options);
   const db = options.db as Kysely<any>;
-  const store = new Store(db, resolved.pool);
-  const sql = new Statements(resolved.table);
+  const dialect = createStoreDialect(db, resolved);
   const rt: Runtime = {
     options: resolved,
     db,
-    store,
-    sql,
+    store: dialect.store,
+    sql: dialect.sql,
     cache: resolved.cache === false ? undefined : new ReplayCache(resolved.cache),
     emit: createEmitter(resolved.onEvent),
-    leases: resolved.mode === 'lease' ? createLeaseRenewer(store, sql, resolved.lease) : undefined,
+    leases: resolved.mode === 'lease' ? createLeaseRenewer(dialect.store, dialect.sql, resolved.lease) : undefined,
   };
   const fn = createMiddlewareFunction(
     rt,
@@ -72,20 +68,16 @@ export function createIdempotency<TContext extends object, DB, TRequired extends
 
   return {
     middleware: middleware as unknown as Idempotency<TContext, DB, TRequired>['middleware'],
-    async migrate() {
-      const { session } = await store.begin(migrationStatements(resolved.table));
-      await session.commit([]);
-    },
+    migrate: () => dialect.migrate(),
     async purgeExpired(opts = {}) {
       const batchSize = opts.batchSize ?? 1000;
       const maxBatches = opts.maxBatches ?? Number.POSITIVE_INFINITY;
       if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
         throw new RangeError(`purgeExpired: \`batchSize\` must be an integer ≥ 1, got ${batchSize}`);
       }
-      const statement = purgeBatchStatement(resolved.table, batchSize);
       let total = 0;
       for (let batch = 0; batch < maxBatches; batch++) {
-        const deleted = await store.affected(statement);
+        const deleted = await dialect.purgeBatch(batchSize);
         total += deleted;
         if (deleted < batchSize) break;
       }

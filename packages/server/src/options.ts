@@ -4,6 +4,7 @@ import { DEFAULT_STORED_ERROR_CODES } from './errors/error-policy.js';
 import type { IdempotencyEvent } from './events.js';
 import { DEFAULT_ENCODE_LIMITS, type EncodeLimits } from './fingerprint/canonical-encode.js';
 import { defaultSerializer, type Serializer } from './serialize/serializer.js';
+import type { DialectName } from './store/dialects/dialect.js';
 import type { PgPoolLike } from './store/pg-pool-like.js';
 import { parseTableName, type TableName } from './store/table-name.js';
 
@@ -13,10 +14,12 @@ export type IdempotencyMode = 'transaction' | 'lease';
 /** Options of {@link createIdempotency}. */
 export interface IdempotencyOptions<TContext, DB, TRequired extends boolean = true> {
   /**
-   * The Kysely the keys are stored with: Postgres through `pg`, PGlite (`PGliteDialect`), or another
-   * Postgres-compatible dialect. Its `DB` types `ctx.idempotency.db`.
+   * The Kysely the keys are stored with: Postgres (`pg`, PGlite), MySQL / MariaDB (`mysql2`) or SQLite
+   * (better-sqlite3, libSQL). Its `DB` types `ctx.idempotency.db`.
    */
   db: Kysely<DB>;
+  /** The SQL dialect of `db`, for a third-party Kysely dialect whose adapter is not Kysely's own. Default: learned from `db`. */
+  dialect?: DialectName;
   /**
    * The namespace keys live in: keys never collide across scopes. Annotate `ctx` here
    * (`({ ctx }: { ctx: Context }) => …`): the middleware then only fits procedures whose context has that shape.
@@ -103,6 +106,7 @@ export interface ResolvedOptions<TContext> {
   inputLimits: EncodeLimits;
   onEvent: ((event: IdempotencyEvent) => void) | undefined;
   pool: PgPoolLike | undefined;
+  dialect: DialectName | undefined;
   cache: false | { maxEntries: number; maxBytes: number };
 }
 
@@ -156,6 +160,7 @@ export function resolveOptions<TContext, DB>(
     },
     onEvent: opts.onEvent,
     pool: checkPool(opts.pool),
+    dialect: checkDialect(opts.dialect),
     cache:
       cache === false
         ? false
@@ -188,6 +193,15 @@ function checkSerializer(serializer: Serializer): Serializer {
     throw new TypeError('createIdempotency: `serializer` must have `serialize` and `deserialize` (superjson fits)');
   }
   return serializer;
+}
+
+function checkDialect(dialect: DialectName | undefined): DialectName | undefined {
+  if (dialect !== undefined && dialect !== 'postgres' && dialect !== 'mysql' && dialect !== 'sqlite') {
+    throw new TypeError(
+      `createIdempotency: \`dialect\` must be 'postgres', 'mysql' or 'sqlite', got ${String(dialect)}`,
+    );
+  }
+  return dialect;
 }
 
 function checkPool(pool: PgPoolLike | undefined): PgPoolLike | undefined {

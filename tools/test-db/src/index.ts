@@ -1,4 +1,6 @@
 import './provided-context.js';
 
+export { createMariaDbDatabase, type MariaDbDatabase, MYSQL_URL } from './mariadb-database.js';
 export { type EmbeddedPostgres, resolveTestServer, startEmbeddedPostgres, type TestServer } from './resolve-server.js';
+export { createSqliteFile, type SqliteFile } from './sqlite-database.js';
 export { createTestDatabase, type TestDatabase } from './test-database.js';

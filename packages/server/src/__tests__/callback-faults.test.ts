@@ -162,7 +162,7 @@ describe.each(BACKENDS.flatMap((b) => (['transaction', 'lease'] as const).map((m
           if (mode === 'lease') {
             // taken_over: a dead holder's claim
             const dead = newKey();
-            const fp = fingerprint('payments.create', { amount: 5 });
+            const fp = await fingerprint('payments.create', { amount: 5 });
             await backend.query(`INSERT INTO idempotency_keys (scope, key, fingerprint, path, status, token, locked_until, expires_at)
               VALUES ('user:${user}', '${dead}', '${fp}', 'payments.create', 'in_progress', 'dead-owner',
                       clock_timestamp() - interval '1 second', clock_timestamp() + interval '1 hour')`);

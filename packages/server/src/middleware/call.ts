@@ -4,8 +4,7 @@ import type { ReplayCache } from '../cache/replay-cache.js';
 import type { Emit } from '../events.js';
 import type { LeaseRenewer } from '../modes/lease-renewer.js';
 import type { ResolvedOptions } from '../options.js';
-import type { Statements } from '../store/statements.js';
-import type { Store } from '../store/store.js';
+import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
 
 /** What a resolver behind the middleware finds in `ctx.idempotency`. */
 export interface IdempotencyContext<DB> {
@@ -54,8 +53,8 @@ export type NextFn = (opts: { ctx: { idempotency: IdempotencyContext<any> } }) =
 export interface Runtime {
   options: ResolvedOptions<any>;
   db: Kysely<any>;
-  store: Store;
-  sql: Statements;
+  store: KeyStore;
+  sql: StatementSet;
   cache: ReplayCache | undefined;
   emit: Emit | undefined;
   /** Lease mode: renews this instance's live leases. */

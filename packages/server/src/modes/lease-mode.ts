@@ -11,10 +11,9 @@ import {
   responseToStore,
   utf8Bytes,
 } from '../middleware/outcomes.js';
+import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
 import { createHandlerDb } from '../store/handler-db.js';
-import type { Row, Session } from '../store/session.js';
-import type { Statements } from '../store/statements.js';
-import type { Store } from '../store/store.js';
+import type { Row, Session, Statement } from '../store/session.js';
 import { LeaseRenewer } from './lease-renewer.js';
 
 /** First and largest pause between two looks at an in-flight original's row. */
@@ -92,7 +91,7 @@ async function claimKey(
   const lease = { ...call, ttlMs: options.ttl, token: globalThis.crypto.randomUUID(), leaseMs: options.lease };
   // On the fast path a claim commits and opens the handler's transaction in one round trip; when it lost, that
   // transaction serves to read the row and is rolled back in the same round trip.
-  const tryClaim = async (statement: string): Promise<{ row: Row | undefined; session?: Session }> => {
+  const tryClaim = async (statement: Statement): Promise<{ row: Row | undefined; session?: Session }> => {
     if (!store.pipelined) return { row: (await store.autocommit([statement]))[0]?.[0] };
     const { session, rows } = await store.commitThenBegin(statement);
     return { row: rows[0]?.[0], session };
@@ -235,7 +234,7 @@ async function fencedOff(
 }
 
 /** Renews the leases of one middleware instance, through the store's renewal connection. */
-export function createLeaseRenewer(store: Store, sql: Statements, leaseMs: number): LeaseRenewer {
+export function createLeaseRenewer(store: KeyStore, sql: StatementSet, leaseMs: number): LeaseRenewer {
   return new LeaseRenewer(
     leaseMs,
     async (owners) => (await store.renew(sql.renewLeases(owners, leaseMs))).map((row) => String(row.token)),

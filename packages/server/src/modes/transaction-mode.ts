@@ -12,7 +12,7 @@ import {
   utf8Bytes,
 } from '../middleware/outcomes.js';
 import { createHandlerDb } from '../store/handler-db.js';
-import type { Row, Session } from '../store/session.js';
+import type { Row, Session, Statement } from '../store/session.js';
 import { committedBefore } from '../store/snapshot.js';
 
 /** A claim that found the key taken by a row that then vanished (purged, rolled back) is retried this often. */
@@ -112,7 +112,7 @@ async function runOwned(rt: Runtime, call: Call, next: NextFn, session: Session)
     event(rt, call, 'released', error);
     throw completionFailure(error);
   }
-  let statements: string[];
+  let statements: Statement[];
   if (response === undefined) {
     // An error that is not stored: everything rolls back and the key is free again. The client need not wait for
     // the ROLLBACK.

@@ -1,7 +1,11 @@
 import type { QueryExecutor } from 'kysely';
+import type { Step } from './dialects/step.js';
 
 /** One result row of our own statements. */
 export type Row = Record<string, unknown>;
+
+/** One of our statements: Postgres SQL text, or a MySQL / SQLite step (see dialects/step.ts). */
+export type Statement = string | Step;
 
 /**
  * One READ COMMITTED transaction on one connection, driven by the modes. The pg fast path sends each call as a
@@ -9,13 +13,13 @@ export type Row = Record<string, unknown>;
  */
 export interface Session {
   /** Runs statements inside the transaction; returns each statement's rows. */
-  run(statements: readonly string[]): Promise<Row[][]>;
+  run(statements: readonly Statement[]): Promise<Row[][]>;
   /** Runs statements then COMMIT; throws when the commit turned into a rollback. */
-  commit(statements: readonly string[]): Promise<Row[][]>;
+  commit(statements: readonly Statement[]): Promise<Row[][]>;
   /** Runs statements inside the transaction, then ROLLBACK; returns their rows and gives the connection back. */
-  finish(statements: readonly string[]): Promise<Row[][]>;
+  finish(statements: readonly Statement[]): Promise<Row[][]>;
   /** ROLLBACK, then `after` in autocommit; gives the connection back. Returns the rows of `after`. */
-  rollback(after?: readonly string[]): Promise<Row[][]>;
+  rollback(after?: readonly Statement[]): Promise<Row[][]>;
   /** The executor the handler's `ctx.idempotency.db` runs on: this transaction's connection, closed with it. */
   readonly executor: QueryExecutor;
 }

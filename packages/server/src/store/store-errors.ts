@@ -9,6 +9,12 @@ const NETWORK_CODES = new Set([
   'EHOSTUNREACH',
   'ENETUNREACH',
   'ECONNABORTED',
+  // mysql2: the server closed the connection, or refused a new one.
+  'PROTOCOL_CONNECTION_LOST',
+  'ER_CON_COUNT_ERROR',
+  'ER_SERVER_SHUTDOWN',
+  // libSQL: the client was closed.
+  'CLIENT_CLOSED',
 ]);
 
 /**
@@ -28,6 +34,10 @@ const UNAVAILABLE_MESSAGES = [
   'client was closed',
   'cannot use a pool after calling end',
   'connection has been discarded',
+  // mysql2 on a dead connection or an ended pool; better-sqlite3 on a closed database.
+  'connection is in closed state',
+  'pool is closed',
+  'database connection is not open',
 ];
 
 /** True when `error` means the database could not be reached or dropped the connection. */
@@ -48,12 +58,26 @@ export function isStoreUnavailable(error: unknown): boolean {
   return false;
 }
 
-/** Postgres `lock_not_available`: the claim waited `wait` ms for the in-flight original. */
+/**
+ * The claim waited `wait` for the in-flight original: Postgres `lock_not_available`; MySQL lock wait timeout
+ * (1205) or a deadlock that outlived the store's retries (1213); SQLite busy (another process's write lock).
+ */
 export function isLockTimeout(error: unknown): boolean {
-  return (error as { code?: unknown })?.code === '55P03';
+  const { code, errno } = (error ?? {}) as { code?: unknown; errno?: unknown };
+  return (
+    code === '55P03' || errno === 1205 || errno === 1213 || (typeof code === 'string' && code.startsWith('SQLITE_BUSY'))
+  );
 }
 
-/** Postgres `undefined_table`: `migrate()` was not run. */
+/** `migrate()` was not run: Postgres `undefined_table`, MySQL 1146, SQLite "no such table". */
 export function isUndefinedTable(error: unknown): boolean {
-  return (error as { code?: unknown })?.code === '42P01';
+  const { code, errno, message } = (error ?? {}) as { code?: unknown; errno?: unknown; message?: unknown };
+  return (
+    code === '42P01' ||
+    errno === 1146 ||
+    (typeof code === 'string' &&
+      code.startsWith('SQLITE') &&
+      typeof message === 'string' &&
+      /no such table/.test(message))
+  );
 }

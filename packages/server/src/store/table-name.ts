@@ -8,6 +8,8 @@ export interface TableName {
   readonly expiryIndexBare: string;
   /** The quoted schema, when one was given. */
   readonly schema: string | undefined;
+  /** The parts as given, unquoted (plain identifiers): for dialects that quote differently. */
+  readonly parts: { readonly schema: string | undefined; readonly name: string; readonly index: string };
 }
 
 const PART = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
@@ -31,6 +33,7 @@ export function parseTableName(table: string): TableName {
     expiryIndex: schema ? `${schema}.${quoteIdent(indexBare)}` : quoteIdent(indexBare),
     expiryIndexBare: quoteIdent(indexBare),
     schema,
+    parts: { schema: parts.length === 2 ? parts[0] : undefined, name, index: indexBare },
   };
 }
 

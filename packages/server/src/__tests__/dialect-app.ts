@@ -1,0 +1,39 @@
+import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { z } from 'zod';
+import { createIdempotency, type IdempotencyEvent, type IdempotencyOptions } from '../index.js';
+import { type AppDB, type Control, type Ctx, t } from './harness.js';
+
+/**
+ * The payments router of harness.ts without `RETURNING` (MySQL has none): each execution answers with a fresh
+ * id, so a replay repeats it and a second execution would not.
+ */
+export function makeDialectApp(
+  backend: { db: Kysely<AppDB> },
+  opts: Partial<IdempotencyOptions<Ctx, AppDB, boolean>> = {},
+) {
+  const events: IdempotencyEvent[] = [];
+  const control: Control = { runs: 0, takeovers: [] };
+  const idempotency = createIdempotency({
+    db: backend.db,
+    scope: ({ ctx }: { ctx: Ctx }) => `user:${ctx.userId}`,
+    onEvent: (e) => events.push(e),
+    ...opts,
+  } as IdempotencyOptions<Ctx, AppDB, true>);
+  const pay = t.procedure
+    .use(idempotency.middleware)
+    .input(z.object({ amount: z.number().int() }))
+    .mutation(async ({ ctx, input }) => {
+      control.runs++;
+      control.takeovers.push(ctx.idempotency.takeover);
+      await ctx.idempotency.db.insertInto('payments').values({ user_id: ctx.userId, amount: input.amount }).execute();
+      if (control.gate) await control.gate;
+      if (control.delayMs) await new Promise((r) => setTimeout(r, control.delayMs));
+      if (control.throwAfterWrite) throw control.throwAfterWrite();
+      return control.result ? control.result(input) : { execution: randomUUID(), amount: input.amount };
+    });
+  const router = t.router({ payments: t.router({ create: pay, refund: pay }) });
+  const caller = (key: string | undefined, userId = 'u1') =>
+    router.createCaller({ userId, headers: key === undefined ? {} : { 'idempotency-key': key } });
+  return { idempotency, router, caller, events, control };
+}

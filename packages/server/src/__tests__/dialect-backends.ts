@@ -1,0 +1,65 @@
+import { createMariaDbDatabase, createSqliteFile } from '@trpc-idempotency/test-db';
+import { type Kysely, sql } from 'kysely';
+import { type AppDB, type Backend, openBackend } from './harness.js';
+
+/** The core suite runs on every dialect: Postgres three ways, MariaDB, SQLite through better-sqlite3 and libSQL. */
+export const DIALECT_BACKENDS = ['pg-fast', 'pg-general', 'pglite', 'mariadb', 'sqlite', 'libsql'] as const;
+export type DialectBackendName = (typeof DIALECT_BACKENDS)[number];
+
+/** A backend plus the dialect's SQL for what the tests write by hand. */
+export interface DialectBackend extends Omit<Backend, 'name' | 'newPool' | 'url'> {
+  name: DialectBackendName;
+  dialect: 'postgres' | 'mysql' | 'sqlite';
+  /** An expression for the database clock `offsetMs` from now, in the table's time type. */
+  at(offsetMs: number): string;
+  /** A string literal. */
+  text(value: string): string;
+}
+
+export async function openDialectBackend(name: DialectBackendName): Promise<DialectBackend> {
+  if (name === 'pg-fast' || name === 'pg-general' || name === 'pglite') {
+    const pg = await openBackend(name);
+    return {
+      ...pg,
+      name,
+      dialect: 'postgres',
+      at: (ms) => `clock_timestamp() + ${ms} * interval '1 millisecond'`,
+      text: (v) => `'${v.replaceAll("'", "''")}'`,
+    };
+  }
+  if (name === 'mariadb') {
+    const m = await createMariaDbDatabase();
+    await sql`CREATE TABLE payments (id INT AUTO_INCREMENT PRIMARY KEY, user_id VARCHAR(255) NOT NULL, amount INT NOT NULL, note TEXT)`.execute(
+      m.db,
+    );
+    return {
+      name,
+      dialect: 'mysql',
+      db: m.db as Kysely<AppDB>,
+      pool: undefined,
+      another: () => ({ db: m.connect() as Kysely<AppDB>, pool: undefined }),
+      query: async (text) => (await sql.raw(text).execute(m.db)).rows as never,
+      close: () => m.drop(),
+      at: (ms) => `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 + ${ms})`,
+      text: (v) => `'${v.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`,
+    };
+  }
+  const file = await createSqliteFile();
+  const open = () => (name === 'sqlite' ? file.betterSqlite() : file.libsql()) as Kysely<AppDB>;
+  const db = open();
+  await sql`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, amount INTEGER NOT NULL, note TEXT)`.execute(
+    db,
+  );
+  return {
+    name,
+    dialect: 'sqlite',
+    db,
+    pool: undefined,
+    // Another connection to the same file: another "server instance" (a process, as far as SQLite's locks go).
+    another: () => ({ db: open(), pool: undefined }),
+    query: async (text) => (await sql.raw(text).execute(db)).rows as never,
+    close: () => file.drop(),
+    at: (ms) => `(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ${ms})`,
+    text: (v) => `'${v.replaceAll("'", "''")}'`,
+  };
+}

@@ -1,0 +1,164 @@
+import { TRPCError } from '@trpc/server';
+import { createMariaDbDatabase, type MariaDbDatabase } from '@trpc-idempotency/test-db';
+import { type DatabaseConnection, type Dialect, type Driver, Kysely, MysqlDialect, sql } from 'kysely';
+import { createPool } from 'mysql2';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createIdempotency } from '../index.js';
+import { makeDialectApp } from './dialect-app.js';
+import { expectReason } from './expectations.js';
+import { type AppDB, deferred, sleep, t, until } from './harness.js';
+
+let keySeq = 0;
+const newKey = () => `m-${Date.now().toString(36)}-${++keySeq}`;
+
+/**
+ * Wraps a dialect so that its connections answer `SELECT VERSION() AS v` with `version`. MySQL 8 is not
+ * installable here: as "MySQL 8.0.36" the store sends the SQL it sends to MySQL (SET SESSION around the claim
+ * instead of MariaDB's SET STATEMENT … FOR) to the MariaDB server.
+ */
+function reportingVersion(dialect: Dialect, version: string): Dialect {
+  return {
+    createAdapter: () => dialect.createAdapter(),
+    createIntrospector: (db) => dialect.createIntrospector(db),
+    createQueryCompiler: () => dialect.createQueryCompiler(),
+    createDriver: (): Driver => {
+      const driver = dialect.createDriver();
+      const inner = new WeakMap<DatabaseConnection, DatabaseConnection>();
+      const innerOf = (c: DatabaseConnection) => inner.get(c) ?? c;
+      return {
+        init: () => driver.init(),
+        acquireConnection: async () => {
+          const c = await driver.acquireConnection();
+          const w: DatabaseConnection = {
+            executeQuery: (q) =>
+              q.sql === 'SELECT VERSION() AS v'
+                ? Promise.resolve({ rows: [{ v: version }] as never[] })
+                : c.executeQuery(q),
+            streamQuery: (q, n) => c.streamQuery(q, n),
+          };
+          inner.set(w, c);
+          return w;
+        },
+        beginTransaction: (c, s) => driver.beginTransaction(innerOf(c), s),
+        commitTransaction: (c) => driver.commitTransaction(innerOf(c)),
+        rollbackTransaction: (c) => driver.rollbackTransaction(innerOf(c)),
+        releaseConnection: (c) => driver.releaseConnection(innerOf(c)),
+        destroy: () => driver.destroy(),
+      };
+    },
+  };
+}
+
+describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)', (flavour) => {
+  let m: MariaDbDatabase;
+  const opened: Kysely<AppDB>[] = [];
+  const instance = () => {
+    const db =
+      flavour === 'mariadb'
+        ? (m.connect() as Kysely<AppDB>)
+        : new Kysely<AppDB>({ dialect: reportingVersion(m.dialect(), '8.0.36') });
+    opened.push(db);
+    return { db };
+  };
+  beforeAll(async () => {
+    m = await createMariaDbDatabase();
+    await sql`CREATE TABLE payments (id INT AUTO_INCREMENT PRIMARY KEY, user_id TEXT NOT NULL, amount INT NOT NULL, note TEXT)`.execute(
+      m.db,
+    );
+    await makeDialectApp(instance()).idempotency.migrate();
+  });
+  afterAll(async () => {
+    await Promise.allSettled(opened.map((k) => k.destroy()));
+    await m?.drop();
+  });
+
+  it('bounds a duplicate wait in whole seconds (wait 300 ms waits 1 s), then answers 409 in_progress', async () => {
+    const a = makeDialectApp(instance());
+    const key = newKey();
+    const gate = deferred();
+    a.control.gate = gate.promise;
+    const original = a.caller(key, 'round').payments.create({ amount: 1 });
+    await until(() => a.control.runs === 1);
+    const b = makeDialectApp(instance(), { wait: 300 });
+    const started = performance.now();
+    await expectReason(b.caller(key, 'round').payments.create({ amount: 1 }), 'in_progress', 'CONFLICT');
+    const waited = performance.now() - started;
+    gate.resolve();
+    await original;
+    // A lower bound only (a loaded machine may take longer): the wait rounds up to 1 s, never down to 0.
+    expect(waited).toBeGreaterThanOrEqual(900);
+    expect(b.control.runs).toBe(0);
+  });
+
+  it('never bounds the handler own locks with `wait`: the session lock-wait timeout is the app one inside the handler and after', async () => {
+    const db = instance().db;
+    await sql`SET GLOBAL innodb_lock_wait_timeout = 50`.execute(db);
+    const idem = createIdempotency({ db, scope: () => 'locks', wait: 1000 });
+    const router = t.router({
+      m: t.procedure.use(idem.middleware).mutation(async ({ ctx }) => {
+        const { rows } = await sql<{ v: number }>`SELECT @@SESSION.innodb_lock_wait_timeout AS v`.execute(
+          ctx.idempotency.db,
+        );
+        return Number(rows[0]!.v);
+      }),
+    });
+    expect(await router.createCaller({ userId: 'x', headers: { 'idempotency-key': newKey() } }).m()).toBe(50);
+  });
+
+  it('lets exactly one duplicate run after the original rolls back (5xx), never answering 500 on a deadlock', async () => {
+    const apps = [makeDialectApp(instance()), makeDialectApp(instance()), makeDialectApp(instance())];
+    const key = newKey();
+    const gate = deferred();
+    apps[0]!.control.gate = gate.promise;
+    apps[0]!.control.throwAfterWrite = () => new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: 'boom' });
+    const original = apps[0]!
+      .caller(key, 'deadlock')
+      .payments.create({ amount: 2 })
+      .catch((e: TRPCError) => e.code);
+    await until(() => apps[0]!.control.runs === 1);
+    const duplicates = Array.from({ length: 20 }, (_, i) =>
+      apps[1 + (i % 2)]!.caller(key, 'deadlock')
+        .payments.create({ amount: 2 })
+        .then(
+          (r) => JSON.stringify(r),
+          (e: TRPCError) => e.code,
+        ),
+    );
+    await sleep(300);
+    gate.resolve();
+    expect(await original).toBe('INTERNAL_SERVER_ERROR');
+    const outcomes = await Promise.all(duplicates);
+    expect(apps[1]!.control.runs + apps[2]!.control.runs).toBe(1);
+    // Each duplicate replays the one re-run's result, or (a deadlock victim past its retries) answers 409.
+    const answers = outcomes.filter((o) => o !== 'CONFLICT');
+    expect(new Set(answers).size).toBe(1);
+    expect(outcomes.every((o) => o !== 'INTERNAL_SERVER_ERROR')).toBe(true);
+    const { rows } = await sql<{ n: number }>`SELECT count(*) AS n FROM payments WHERE user_id = 'deadlock'`.execute(
+      m.db,
+    );
+    expect(Number(rows[0]!.n)).toBe(1);
+  });
+
+  it('refuses a scope longer than the table holds instead of letting MySQL cut it (two scopes would share a row)', async () => {
+    const app = makeDialectApp(instance());
+    // The scope is `user:<id>`: 2048 bytes fit, one more is refused before MySQL could truncate it.
+    const fits = 'x'.repeat(2048 - 'user:'.length);
+    expect(await app.caller(newKey(), fits).payments.create({ amount: 1 })).toMatchObject({ amount: 1 });
+    await expect(app.caller(newKey(), `${fits}y`).payments.create({ amount: 1 })).rejects.toThrow(/2048 bytes/);
+    expect(app.control.runs).toBe(1);
+  });
+
+  it('answers 503 store_unavailable when the server cannot be reached, without running the handler', async () => {
+    const url = new URL(m.url);
+    url.port = '1'; // nothing listens there
+    const down = new Kysely<AppDB>({ dialect: new MysqlDialect({ pool: createPool({ uri: url.toString() }) }) });
+    opened.push(down);
+    const app = makeDialectApp({ db: down });
+    await expectReason(
+      app.caller(newKey(), 'down').payments.create({ amount: 1 }),
+      'store_unavailable',
+      'SERVICE_UNAVAILABLE',
+    );
+    expect(app.control.runs).toBe(0);
+  });
+});

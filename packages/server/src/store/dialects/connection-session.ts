@@ -1,0 +1,91 @@
+import type { Kysely, QueryExecutor } from 'kysely';
+import { SessionConnectionProvider } from '../handler-db.js';
+import type { Row, Session, Statement } from '../session.js';
+import type { HeldConnection } from './held-connection.js';
+import type { Step } from './step.js';
+
+/**
+ * A transaction of the MySQL or SQLite store on one held connection: our steps run on it one by one, the
+ * handler's Kysely queries (with the app's plugins) run on it through `executor`. The dialect says how the
+ * transaction is opened; it is ended here with COMMIT or ROLLBACK.
+ */
+export class ConnectionSession implements Session {
+  readonly executor: QueryExecutor;
+  #held: HeldConnection;
+  #provider: SessionConnectionProvider;
+  #autocommit: (statements: readonly Statement[]) => Promise<Row[][]>;
+  #done = false;
+
+  /** `autocommit` runs a rollback's `after` statements once the connection is given back. */
+  constructor(
+    held: HeldConnection,
+    root: Kysely<any>,
+    autocommit: (statements: readonly Statement[]) => Promise<Row[][]>,
+  ) {
+    this.#held = held;
+    this.#provider = new SessionConnectionProvider(held.connection);
+    this.executor = root.getExecutor().withConnectionProvider(this.#provider);
+    this.#autocommit = autocommit;
+  }
+
+  async run(statements: readonly Statement[]): Promise<Row[][]> {
+    return runSteps(this.#held, statements);
+  }
+
+  async commit(statements: readonly Statement[]): Promise<Row[][]> {
+    let rows: Row[][];
+    try {
+      rows = await this.run(statements);
+      await this.#held.query('COMMIT');
+    } catch (error) {
+      await this.rollback().catch(() => {});
+      throw error;
+    }
+    this.#release();
+    return rows;
+  }
+
+  async finish(statements: readonly Statement[]): Promise<Row[][]> {
+    let rows: Row[][];
+    try {
+      rows = await this.run(statements);
+    } catch (error) {
+      await this.rollback().catch(() => {});
+      throw error;
+    }
+    await this.rollback();
+    return rows;
+  }
+
+  /** ROLLBACK, then `after` in autocommit; returns the rows of `after`. */
+  async rollback(after: readonly Statement[] = []): Promise<Row[][]> {
+    if (!this.#done) {
+      this.#provider.close();
+      try {
+        await this.#held.query('ROLLBACK');
+      } finally {
+        this.#release();
+      }
+    }
+    return after.length > 0 ? this.#autocommit(after) : [];
+  }
+
+  #release(): void {
+    this.#provider.close();
+    if (this.#done) return;
+    this.#done = true;
+    this.#held.release();
+  }
+}
+
+/** Runs steps in order on one connection; returns each one's rows. */
+export async function runSteps(held: HeldConnection, statements: readonly Statement[]): Promise<Row[][]> {
+  const out: Row[][] = [];
+  for (const statement of statements) out.push(await asStep(statement)(held));
+  return out;
+}
+
+function asStep(statement: Statement): Step {
+  if (typeof statement === 'string') throw new TypeError('idempotency: SQL text reached a MySQL or SQLite session');
+  return statement;
+}

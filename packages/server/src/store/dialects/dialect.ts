@@ -1,0 +1,44 @@
+import type { Row, Session, Statement } from '../session.js';
+import type { Statements } from '../statements.js';
+
+/** The SQL dialects the store speaks. */
+export type DialectName = 'postgres' | 'mysql' | 'sqlite';
+
+/**
+ * The statements the modes send, one set per dialect. Postgres builds SQL text (the fast path joins several into
+ * one round trip); MySQL and SQLite build steps that run on a held connection. The modes only hand them on.
+ */
+export type StatementSet = { [K in keyof Statements]: (...args: Parameters<Statements[K]>) => Statement };
+
+/** Where the modes get transactions and autocommit statements from, on every dialect. */
+export interface KeyStore {
+  /** True when a statement list costs one round trip (the pg fast path). */
+  readonly pipelined: boolean;
+  /** True when this process reaches the database through one connection: duplicates queue in JavaScript. */
+  readonly singleConnection: boolean;
+  /** Learns once what it needs of the server (PGlite or not, MariaDB or MySQL, SQLite settings). */
+  ready(): Promise<void> | undefined;
+  /** Opens a READ COMMITTED transaction (SQLite: BEGIN IMMEDIATE) and runs `statements` in it. */
+  begin(statements: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }>;
+  /** Fast path only: commits `statement` and opens the handler's transaction in one round trip. */
+  commitThenBegin(statement: Statement): Promise<{ session: Session; rows: Row[][] }>;
+  /** Runs statements outside any transaction of ours. */
+  autocommit(statements: readonly Statement[]): Promise<Row[][]>;
+  /** Runs a lease renewal (autocommit) and returns its rows; on the pg fast path on a connection of its own. */
+  renew(statement: Statement): Promise<Row[]>;
+  /** A lease is about to need renewals (the pg fast path opens their connection). */
+  warmRenewals(): void;
+  /** No lease is left to renew. */
+  renewalsIdle(): void;
+}
+
+/** One dialect's store, statements, DDL and purge, chosen once per `createIdempotency`. */
+export interface StoreDialect {
+  readonly name: DialectName;
+  readonly store: KeyStore;
+  readonly sql: StatementSet;
+  /** Creates the table and its expiry index if missing; safe when several instances run it at once. */
+  migrate(): Promise<void>;
+  /** Deletes at most `batchSize` expired rows (never a live lease); returns how many. */
+  purgeBatch(batchSize: number): Promise<number>;
+}

@@ -1,0 +1,114 @@
+import type { Kysely } from 'kysely';
+import type { Row, Session, Statement } from '../../session.js';
+import { ConnectionSession, runSteps } from '../connection-session.js';
+import type { KeyStore } from '../dialect.js';
+import { type HeldConnection, holdConnection } from '../held-connection.js';
+import type { MysqlServer } from './mysql-statements.js';
+
+/** MySQL's ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back. */
+const DEADLOCK = 1213;
+/** A claim that lost a deadlock is opened again this often before the call answers 409. */
+const DEADLOCK_RETRIES = 3;
+
+const decoder = new TextDecoder();
+
+/**
+ * Binary columns arrive as Buffers: ours hold UTF-8, so they become strings; `free` arrives as 0 / 1.
+ * Exported for the tests.
+ */
+export function mysqlRow(row: Row): Row {
+  const out: Row = {};
+  for (const [name, value] of Object.entries(row)) {
+    out[name] = value instanceof Uint8Array ? decoder.decode(value) : value;
+  }
+  if ('free' in out) out.free = Number(out.free) === 1;
+  return out;
+}
+
+/**
+ * The MySQL / MariaDB store: each transaction holds one pooled connection of the app's Kysely (mysql2 through
+ * `MysqlDialect`, or any MySQL dialect) and runs READ COMMITTED, so a claim that waited for the original sees the
+ * row it committed — MySQL's default REPEATABLE READ would show a stale snapshot.
+ */
+export class MysqlStore implements KeyStore {
+  readonly pipelined = false;
+  readonly singleConnection = false;
+  readonly server: MysqlServer = { mariadb: false };
+  #db: Kysely<any>;
+  #detecting: Promise<void> | undefined;
+  #detected = false;
+
+  /** `flavour` skips detection (tests run the MySQL 8 path on MariaDB with it). */
+  constructor(db: Kysely<any>, flavour?: 'mysql' | 'mariadb') {
+    this.#db = db;
+    if (flavour) {
+      this.server.mariadb = flavour === 'mariadb';
+      this.#detected = true;
+    }
+  }
+
+  /** Learns once whether the server is MariaDB; a failure is retried by the next call. */
+  ready(): Promise<void> | undefined {
+    if (this.#detected) return undefined;
+    this.#detecting ??= this.#detect().finally(() => {
+      this.#detecting = undefined;
+    });
+    return this.#detecting;
+  }
+
+  async #detect(): Promise<void> {
+    const held = await this.hold();
+    try {
+      const { rows } = await held.query('SELECT VERSION() AS v');
+      this.server.mariadb = /mariadb/i.test(String(rows[0]?.v ?? ''));
+      this.#detected = true;
+    } finally {
+      held.release();
+    }
+  }
+
+  hold(): Promise<HeldConnection> {
+    return holdConnection(this.#db, mysqlRow);
+  }
+
+  async begin(statements: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }> {
+    await this.ready();
+    for (let attempt = 1; ; attempt++) {
+      const held = await this.hold();
+      const session = new ConnectionSession(held, this.#db, (after) => this.autocommit(after));
+      try {
+        await held.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
+        await held.query('START TRANSACTION');
+        return { session, rows: await session.run(statements) };
+      } catch (error) {
+        await session.rollback().catch(() => {});
+        // Nothing of the handler ran yet: a deadlock victim's claim can simply be opened again.
+        if ((error as { errno?: unknown })?.errno === DEADLOCK && attempt < DEADLOCK_RETRIES) continue;
+        throw error;
+      }
+    }
+  }
+
+  /** Renewals share the pool: holders fence themselves when one cannot get through in time (see HeldLease). */
+  async renew(statement: Statement): Promise<Row[]> {
+    return (await this.autocommit([statement]))[0] ?? [];
+  }
+
+  warmRenewals(): void {}
+
+  renewalsIdle(): void {}
+
+  commitThenBegin(): Promise<{ session: Session; rows: Row[][] }> {
+    throw new Error('idempotency: commitThenBegin needs the pg fast path');
+  }
+
+  async autocommit(statements: readonly Statement[]): Promise<Row[][]> {
+    await this.ready();
+    const held = await this.hold();
+    try {
+      return await runSteps(held, statements);
+    } finally {
+      held.release();
+    }
+  }
+}

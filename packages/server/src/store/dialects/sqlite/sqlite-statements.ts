@@ -1,0 +1,154 @@
+import { int } from '../../sql-literal.js';
+import type { ClaimValues, RowKey } from '../../statements.js';
+import type { TableName } from '../../table-name.js';
+import type { StatementSet } from '../dialect.js';
+import { savepointSteps } from '../savepoint-steps.js';
+import { fenced, plain, type Step } from '../step.js';
+
+/** The database clock in epoch milliseconds (julianday works on every SQLite; 'now' is constant per statement). */
+export const NOW_MS = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+
+function expiredAndFree(a: string): string {
+  return `(${a}.expires_at <= ${NOW_MS} AND NOT (${a}.status = 'in_progress' AND ${a}.locked_until > ${NOW_MS}))`;
+}
+
+/** Refuses NUL in a scope, key or path, as Postgres does, so every dialect accepts the same values. */
+function text(value: string): string {
+  if (value.includes('\u0000')) {
+    throw new TypeError('idempotency: a scope, key or path must not contain the NUL character');
+  }
+  return value;
+}
+
+/** The quoted table name, `"schema"."name"` for an attached database. */
+export function sqliteTable(table: TableName): string {
+  const { schema, name } = table.parts;
+  return schema ? `"${schema}"."${name}"` : `"${name}"`;
+}
+
+/**
+ * SQLite statements (3.35+: RETURNING). Every transaction of ours starts with BEGIN IMMEDIATE, so the claim runs
+ * while this connection holds the database's write lock: no other writer can hold an uncommitted claim of the
+ * key, and `INSERT … ON CONFLICT DO NOTHING RETURNING` decides ownership alone. Values are bound parameters;
+ * TEXT compares with the BINARY collation (byte-exact); time is epoch milliseconds.
+ */
+export class SqliteStatements implements StatementSet {
+  readonly #t: string;
+
+  constructor(table: TableName) {
+    this.#t = sqliteTable(table);
+  }
+
+  claimTransaction(v: ClaimValues, lockTimeoutMs?: number): Step {
+    return withWait(
+      plain(
+        `INSERT INTO ${this.#t} (scope, key, fingerprint, path, status, created_at, expires_at)
+VALUES (?, ?, ?, ?, 'in_progress', ${NOW_MS}, ${NOW_MS} + ${int(v.ttlMs)})
+ON CONFLICT (scope, key) DO NOTHING RETURNING expires_at AS expires_ms`,
+        [text(v.scope), text(v.key), v.fingerprint, text(v.path)],
+      ),
+      lockTimeoutMs,
+    );
+  }
+
+  takeOverTransaction(v: ClaimValues, lockTimeoutMs?: number): Step {
+    return withWait(
+      plain(
+        `UPDATE ${this.#t} AS k SET fingerprint = ?, path = ?, status = 'in_progress', token = NULL, locked_until = NULL,
+  response = NULL, created_at = ${NOW_MS}, expires_at = ${NOW_MS} + ${int(v.ttlMs)}
+WHERE k.scope = ? AND k.key = ? AND ${expiredAndFree('k')} RETURNING expires_at AS expires_ms`,
+        [v.fingerprint, text(v.path), text(v.scope), text(v.key)],
+      ),
+      lockTimeoutMs,
+    );
+  }
+
+  claimLease(v: ClaimValues & { token: string; leaseMs: number }): Step {
+    return plain(
+      `INSERT INTO ${this.#t} (scope, key, fingerprint, path, status, token, locked_until, created_at, expires_at)
+VALUES (?, ?, ?, ?, 'in_progress', ?, ${NOW_MS} + ${int(v.leaseMs)}, ${NOW_MS}, ${NOW_MS} + ${int(v.ttlMs)})
+ON CONFLICT (scope, key) DO NOTHING RETURNING expires_at AS expires_ms`,
+      [text(v.scope), text(v.key), v.fingerprint, text(v.path), v.token],
+    );
+  }
+
+  takeOverLease(v: ClaimValues & { token: string; leaseMs: number }): Step {
+    return plain(
+      `UPDATE ${this.#t} AS k SET fingerprint = ?, path = ?, status = 'in_progress', token = ?,
+  locked_until = ${NOW_MS} + ${int(v.leaseMs)}, response = NULL,
+  created_at = ${NOW_MS}, expires_at = ${NOW_MS} + ${int(v.ttlMs)}
+WHERE k.scope = ? AND k.key = ? AND (${expiredAndFree('k')}
+  OR (k.status = 'in_progress' AND k.locked_until <= ${NOW_MS} AND k.fingerprint = ? AND k.path = ?))
+RETURNING expires_at AS expires_ms`,
+      [v.fingerprint, text(v.path), v.token, text(v.scope), text(v.key), v.fingerprint, text(v.path)],
+    );
+  }
+
+  select(r: RowKey): Step {
+    return plain(
+      `SELECT t.status, t.fingerprint, t.path, t.response, t.token, max(0, t.expires_at - ${NOW_MS}) AS expires_in_ms,
+  max(0, coalesce(t.locked_until - ${NOW_MS}, 0)) AS lease_left_ms, ${expiredAndFree('t')} AS free
+FROM ${this.#t} AS t WHERE t.scope = ? AND t.key = ?`,
+      [text(r.scope), text(r.key)],
+    );
+  }
+
+  readonly savepoint = savepointSteps.savepoint;
+  readonly releaseSavepoint = savepointSteps.releaseSavepoint;
+  readonly rollbackToSavepoint = savepointSteps.rollbackToSavepoint;
+
+  /** Transaction mode: stores the result on the row this transaction holds, kept `ttlMs` from now. */
+  complete(r: RowKey, response: string, ttlMs: number): Step {
+    return plain(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE scope = ? AND key = ?`, [
+      response,
+      text(r.scope),
+      text(r.key),
+    ]);
+  }
+
+  /** Changes no row when a takeover replaced the token (or, with `liveLease`, the lease lapsed): the step then throws. */
+  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): Step {
+    return fenced(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE ${owns(liveLease)}`, [response, ...ownerValues(r)]);
+  }
+
+  /** Extends the live leases of the listed owners in one statement; returns the token of each renewed one. */
+  renewLeases(owners: readonly (RowKey & { token: string })[], leaseMs: number): Step {
+    const values = owners.map(() => '(?, ?, ?)').join(', ');
+    return plain(
+      `UPDATE ${this.#t} SET locked_until = ${NOW_MS} + ${int(leaseMs)}
+WHERE (scope, key, token) IN (VALUES ${values}) AND status = 'in_progress' AND locked_until > ${NOW_MS}
+RETURNING token`,
+      owners.flatMap((o) => ownerValues(o)),
+    );
+  }
+
+  releaseLease(r: RowKey & { token: string }): Step {
+    return plain(`DELETE FROM ${this.#t} WHERE ${owns(false)}`, ownerValues(r));
+  }
+
+  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): Step {
+    return plain(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE ${owns(liveLease)} RETURNING 1 AS stored`, [
+      response,
+      ...ownerValues(r),
+    ]);
+  }
+}
+
+/** What a completion sets (the response is the first parameter), its expiry counted from now. */
+function stored(ttlMs: number): string {
+  return `status = 'done', response = ?, locked_until = NULL, expires_at = ${NOW_MS} + ${int(ttlMs)}`;
+}
+
+/** The row is still the owner's claim (and, with `liveLease`, its lease has not lapsed): scope, key, token follow. */
+function owns(liveLease: boolean): string {
+  return `scope = ? AND key = ? AND token = ? AND status = 'in_progress'${liveLease ? ` AND locked_until > ${NOW_MS}` : ''}`;
+}
+
+function ownerValues(r: RowKey & { token: string }): unknown[] {
+  return [text(r.scope), text(r.key), r.token];
+}
+
+function withWait(step: Step, lockWaitMs: number | undefined): Step {
+  if (lockWaitMs !== undefined) step.lockWaitMs = lockWaitMs;
+  return step;
+}

@@ -1,0 +1,175 @@
+import type { Kysely } from 'kysely';
+import { AsyncMutex } from '../../async-mutex.js';
+import type { Row, Session, Statement } from '../../session.js';
+import { ConnectionSession } from '../connection-session.js';
+import type { KeyStore } from '../dialect.js';
+import { type HeldConnection, holdConnection } from '../held-connection.js';
+
+/** First and largest pause between two tries for the write lock another process holds. */
+const BUSY_FIRST_MS = 2;
+const BUSY_MAX_MS = 50;
+
+/** SQLITE_BUSY (better-sqlite3 and libSQL both name it in `code`): another connection holds the write lock. */
+export function isSqliteBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+}
+
+/** `free` arrives as 0 / 1 (or NULL); integers may arrive as bigint (libSQL's `intMode: 'bigint'`). */
+function sqliteRow(row: Row): Row {
+  const out: Row = {};
+  for (const [name, value] of Object.entries(row)) out[name] = typeof value === 'bigint' ? Number(value) : value;
+  if ('free' in out) out.free = Number(out.free) === 1;
+  return out;
+}
+
+/**
+ * The SQLite store (better-sqlite3 through `SqliteDialect`, libSQL through `@libsql/kysely-libsql`). One writer at
+ * a time: every transaction of ours opens with BEGIN IMMEDIATE, so the claim holds the write lock until the
+ * handler's transaction commits, and another process's duplicate waits for it, then reads the committed row.
+ *
+ * Both drivers are synchronous: SQLite's own busy wait would freeze the event loop. So BEGIN IMMEDIATE runs with
+ * busy_timeout 0 and a busy database is tried again after a pause, in JavaScript, until the bound runs out
+ * (`wait` for a claim). In one process the calls queue (Kysely lends its one connection to one holder at a time,
+ * and this store's mutex orders its own transactions): handlers must use ctx.idempotency.db, never the root db.
+ */
+export class SqliteStore implements KeyStore {
+  readonly pipelined = false;
+  /**
+   * Other processes may share the file: a claim's wait is bounded (by the BEGIN IMMEDIATE it needs), and lease mode
+   * renews (a renewal queues behind the running handler's transaction, which holds the write lock anyway).
+   */
+  readonly singleConnection = false;
+  #db: Kysely<any>;
+  #mutex = new AsyncMutex();
+  #defaultWaitMs: number;
+  /** The app's busy_timeout, put back after each BEGIN IMMEDIATE. */
+  #busyTimeout: number | undefined;
+
+  /**
+   * `waitMs` (the `wait` option, at least 1 s) bounds the wait for the write lock where the statements carry no
+   * bound of their own: lease claims, completions, the handler's transaction in lease mode.
+   */
+  constructor(db: Kysely<any>, waitMs: number) {
+    this.#db = db;
+    this.#defaultWaitMs = Math.max(waitMs, 1_000);
+  }
+
+  ready(): undefined {
+    return undefined;
+  }
+
+  async begin(statements: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }> {
+    const first = statements[0];
+    const waitMs = typeof first === 'function' && first.lockWaitMs !== undefined ? first.lockWaitMs : undefined;
+    const { held, unlock } = await this.#beginImmediate(waitMs ?? this.#defaultWaitMs);
+    const release = () => {
+      held.release();
+      unlock();
+    };
+    const session = new ConnectionSession({ ...held, release }, this.#db, (after) => this.autocommit(after));
+    try {
+      return { session, rows: await session.run(statements) };
+    } catch (error) {
+      await session.rollback().catch(() => {});
+      throw error;
+    }
+  }
+
+  /**
+   * Renewals queue behind the running handler's transaction (one connection): keep `lease` longer than the
+   * longest handler, or its holder fences itself. No other process can take a claim over meanwhile: the running
+   * transaction holds the write lock.
+   */
+  async renew(statement: Statement): Promise<Row[]> {
+    return (await this.autocommit([statement]))[0] ?? [];
+  }
+
+  warmRenewals(): void {}
+
+  renewalsIdle(): void {}
+
+  commitThenBegin(): Promise<{ session: Session; rows: Row[][] }> {
+    throw new Error('idempotency: commitThenBegin needs the pg fast path');
+  }
+
+  /** Our autocommit statements write: each list runs in its own BEGIN IMMEDIATE … COMMIT. */
+  async autocommit(statements: readonly Statement[]): Promise<Row[][]> {
+    const { session } = await this.begin([]);
+    return session.commit(statements);
+  }
+
+  /** Runs `statements` (SQL text) in one write transaction: migrate() and purgeExpired(). */
+  async write(statements: readonly string[]): Promise<number> {
+    const { held, unlock } = await this.#beginImmediate(Math.max(this.#defaultWaitMs, 5_000));
+    let changed = 0;
+    try {
+      for (const text of statements) changed = Number((await held.query(text)).numAffectedRows ?? 0);
+      await held.query('COMMIT');
+      return changed;
+    } catch (error) {
+      await held.query('ROLLBACK').catch(() => {});
+      throw error;
+    } finally {
+      held.release();
+      unlock();
+    }
+  }
+
+  /**
+   * Takes the write lock: BEGIN IMMEDIATE with busy_timeout 0, tried again after a growing pause while another
+   * connection holds it, for at most `waitMs`; then the SQLITE_BUSY error goes to the caller (409 at a claim).
+   * Between tries the connection and the mutex are given back, so the process's other work goes on.
+   */
+  async #beginImmediate(waitMs: number): Promise<{ held: HeldConnection; unlock: () => void }> {
+    const deadline = performance.now() + waitMs;
+    let pause = BUSY_FIRST_MS;
+    for (;;) {
+      const unlock = await this.#mutex.lock();
+      let held: HeldConnection | undefined;
+      try {
+        held = await holdConnection(this.#db, sqliteRow);
+        if (this.#busyTimeout === undefined) {
+          const { rows } = await held.query('PRAGMA busy_timeout');
+          this.#busyTimeout = Number(Object.values(rows[0] ?? {})[0] ?? 0);
+        }
+        await held.query('PRAGMA busy_timeout = 0');
+        try {
+          await held.query('BEGIN IMMEDIATE');
+        } finally {
+          await held.query(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(this.#busyTimeout))}`);
+        }
+        return { held, unlock };
+      } catch (error) {
+        if (held && isSqliteBusy(error)) await dropLibsqlConnection(held);
+        held?.release();
+        unlock();
+        const left = deadline - performance.now();
+        if (!isSqliteBusy(error) || left <= 0) throw error;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(pause, left)));
+        pause = Math.min(pause * 2, BUSY_MAX_MS);
+      }
+    }
+  }
+}
+
+/**
+ * libSQL (libsql 0.3) leaves a statement that failed with SQLITE_BUSY in progress: every later COMMIT on that
+ * native connection fails ("SQL statements in progress"). Its client opens a fresh connection after handing the
+ * current one to a transaction, so hand it over (BEGIN DEFERRED takes no lock) and drop it.
+ */
+async function dropLibsqlConnection(held: HeldConnection): Promise<void> {
+  const client = (held.connection as { client?: { transaction?: (mode: string) => Promise<{ close(): void }> } })
+    .client;
+  if (typeof client?.transaction !== 'function') return;
+  try {
+    const poisoned = await client.transaction('deferred');
+    try {
+      poisoned.close();
+    } catch {
+      // Its ROLLBACK fails for the same reason; the connection is dropped all the same.
+    }
+  } catch {
+    // Not the libSQL client this was written for: nothing to drop.
+  }
+}

@@ -1,0 +1,43 @@
+import type { QueryResult } from 'kysely';
+import type { Row } from '../session.js';
+
+/** What a step may do on the connection it runs on: one statement at a time, with bound parameters. */
+export interface StepConnection {
+  query(sql: string, parameters?: readonly unknown[]): Promise<QueryResult<Row>>;
+}
+
+/**
+ * One statement of the MySQL or SQLite store as the modes hand it on: a small program on a held connection, so a
+ * claim can decide ownership from affected rows or a caught duplicate-key error where Postgres reads RETURNING.
+ * `lockWaitMs` is the claim's bound on waiting for another holder of the key (SQLite applies it to the
+ * BEGIN IMMEDIATE that takes the write lock).
+ */
+export interface Step {
+  (connection: StepConnection): Promise<Row[]>;
+  lockWaitMs?: number;
+}
+
+/** A step that runs one statement and returns its rows. */
+export function plain(sql: string, parameters: readonly unknown[] = []): Step {
+  return async (c) => (await c.query(sql, parameters)).rows;
+}
+
+/** A step whose statement must change exactly one row: else the owner was fenced off (see FencedOffError). */
+export function fenced(sql: string, parameters: readonly unknown[] = []): Step {
+  return async (c) => {
+    const result = await c.query(sql, parameters);
+    if (Number(result.numAffectedRows ?? 0) === 0) throw new FencedOffError();
+    return result.rows;
+  };
+}
+
+/**
+ * A lease owner's completion found its token replaced by a takeover. Carries the SQLSTATE Postgres raises for the
+ * same case (`completeFenced` divides by zero there), so the modes see one signal on every dialect.
+ */
+export class FencedOffError extends Error {
+  readonly code = '22012';
+  constructor() {
+    super('idempotency: this lease owner was fenced off by a takeover; its writes were rolled back');
+  }
+}
