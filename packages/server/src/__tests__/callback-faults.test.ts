@@ -134,7 +134,8 @@ describe.each(BACKENDS.flatMap((b) => (['transaction', 'lease'] as const).map((m
             if (kind === 'throws') throw new Error(`onEvent bug on ${e.type}`);
             return Promise.reject(new Error(`onEvent bug on ${e.type}`));
           };
-          const app = makeApp(backend, { mode, wait: 300, onEvent });
+          // `wait` long enough that the let-through duplicate below outlasts the original on a loaded machine.
+          const app = makeApp(backend, { mode, wait: 2_000, onEvent });
           const user = `cb-events-${kind}`;
           const key = newKey();
           // executed, then replayed
