@@ -183,8 +183,8 @@ describe.each(BACKENDS)('lease mode on %s', (name) => {
   });
 
   it.skipIf(name === 'pglite')('renews the lease while a slow handler runs, so nobody takes it over', async () => {
-    // A lease of 1 s: a holder fences itself when no renewal is confirmed within 3/4 of it, and on a loaded machine
-    // a shorter one can be eaten by event-loop lag alone.
+    // A lease of 1 s, renewed every 250 ms: the row's `locked_until` stays live, so the duplicate does not even try a
+    // takeover (the holder's advisory lock would refuse it anyway).
     const a = makeApp(backend, { mode: 'lease', lease: 1000 });
     const b = makeApp(backend.another(), { mode: 'lease', lease: 1000, wait: 0 });
     const key = newKey();
