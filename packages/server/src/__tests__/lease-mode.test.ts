@@ -2,7 +2,7 @@ import { TRPCError } from '@trpc/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprint } from '../fingerprint/fingerprint.js';
 import { expectReason, failure } from './expectations.js';
-import { BACKENDS, type Backend, deferred, makeApp, openBackend, sleep, until } from './harness.js';
+import { BACKENDS, type Backend, deferred, killLeaseHolders, makeApp, openBackend, sleep, until } from './harness.js';
 
 let keySeq = 0;
 const newKey = () => `l-${Date.now().toString(36)}-${++keySeq}`;
@@ -137,7 +137,8 @@ describe.each(BACKENDS)('lease mode on %s', (name) => {
       stale.control.gate = gate.promise;
       const staleCall = stale.caller(key, 'lease-stale').payments.create({ amount: 4 });
       await until(() => stale.control.runs === 1);
-      // The holder "dies": its lease runs out while it is still (unknowingly) running.
+      // The holder's connection is lost (its advisory lock with it) and its lease runs out while it still runs.
+      expect(await killLeaseHolders(backend)).toBe(1);
       await backend.query(
         `UPDATE idempotency_keys SET locked_until = clock_timestamp() - interval '1 second' WHERE key = '${key}'`,
       );
@@ -182,8 +183,8 @@ describe.each(BACKENDS)('lease mode on %s', (name) => {
   });
 
   it.skipIf(name === 'pglite')('renews the lease while a slow handler runs, so nobody takes it over', async () => {
-    // A lease of 1 s: a holder fences itself when no renewal is confirmed within 3/4 of it, and on a loaded machine
-    // a shorter one can be eaten by event-loop lag alone.
+    // A lease of 1 s, renewed every 250 ms: the row's `locked_until` stays live, so the duplicate does not even try a
+    // takeover (the holder's advisory lock would refuse it anyway).
     const a = makeApp(backend, { mode: 'lease', lease: 1000 });
     const b = makeApp(backend.another(), { mode: 'lease', lease: 1000, wait: 0 });
     const key = newKey();

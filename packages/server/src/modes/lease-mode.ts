@@ -24,11 +24,12 @@ const POLL_MAX_MS = 250;
 const FENCED = '22012';
 
 /**
- * Lease mode: the claim commits first (in_progress, a lease, a fencing token), the lease is renewed while the
- * handler runs (lease-renewer.ts), and the handler's writes commit with the stored result only while the token
- * still owns the row and its lease is live; a holder that cannot be sure of its lease is told (its signal) and
- * fenced off before the lease lapses.
- * A duplicate polls until `wait`, then 409; a claim whose lease ran out (its holder died) is taken over.
+ * Lease mode: the claim commits first (in_progress, a lease, a fencing token); the handler's transaction takes the
+ * key's advisory lock and holds it while the handler runs, so the claim is taken over only once its lease ran out
+ * AND that lock is free (the holder's connection is gone), however starved its renewals (lease-renewer.ts) are.
+ * The handler's writes commit with the stored result only while the token still owns the row; a holder that learns
+ * it was taken over is told (its signal) and fenced off.
+ * A duplicate polls until `wait`, then 409.
  */
 export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promise<MiddlewareResultLike> {
   try {
@@ -62,8 +63,9 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
     // The original still holds a live lease (or its row just vanished): look again until `wait` is used up.
     const left = call.deadline - performance.now();
     if (left <= 0) throw conflict(rt, call);
-    const leaseLeft = existing ? Number(existing.lease_left_ms) + 1 : 0;
-    await sleep(Math.min(pause, left, Math.max(leaseLeft, 1)));
+    // Wake when the lease runs out; past it (a live holder keeps its lock), at the polling pace.
+    const leaseLeft = existing ? Number(existing.lease_left_ms) : 0;
+    await sleep(Math.min(pause, left, leaseLeft > 0 ? leaseLeft + 1 : existing ? pause : 1));
     pause = Math.min(pause * 2, POLL_MAX_MS);
     waited = true;
   }
@@ -72,8 +74,8 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
 interface Owner {
   token: string;
   takeover: boolean;
-  /** performance.now() when the winning statement was sent: the lease runs from no earlier than this. */
-  sentAt: number;
+  /** Fast path: the handler's transaction already holds the key's lock (true), or found the key taken over (false). */
+  locked?: boolean;
 }
 
 /**
@@ -91,36 +93,35 @@ async function claimKey(
   const lease = { ...call, ttlMs: options.ttl, token: globalThis.crypto.randomUUID(), leaseMs: options.lease };
   // On the fast path a claim commits and opens the handler's transaction in one round trip; when it lost, that
   // transaction serves to read the row and is rolled back in the same round trip.
-  const tryClaim = async (statement: Statement): Promise<{ row: Row | undefined; session?: Session }> => {
+  const tryClaim = async (
+    statement: Statement,
+  ): Promise<{ row: Row | undefined; session?: Session; locked?: boolean }> => {
     if (!store.pipelined) return { row: (await store.autocommit([statement]))[0]?.[0] };
-    const { session, rows } = await store.commitThenBegin(statement);
-    return { row: rows[0]?.[0], session };
+    const { session, rows } = await store.commitThenBegin(statement, sql.holdLease(lease));
+    return { row: rows[0]?.[0], session, locked: (rows[2]?.length ?? 0) > 0 };
   };
   const read = async (session: Session | undefined) =>
     (session ? await session.finish([sql.select(call)]) : await store.autocommit([sql.select(call)]))[0]?.[0];
-  const owner = (takeover: boolean, sentAt: number) => ({
-    token: lease.token,
-    takeover,
-    sentAt,
-  });
-  let sentAt = performance.now();
+  const owner = (takeover: boolean, locked: boolean | undefined) => ({ token: lease.token, takeover, locked });
   const claimed = await tryClaim(sql.claimLease(lease));
-  if (claimed.row) return { owner: owner(false, sentAt), session: claimed.session };
+  if (claimed.row) return { owner: owner(false, claimed.locked), session: claimed.session };
   // The row's expiry is read relative to the database's clock and counted on ours from before the read.
   const readAt = performance.now();
   const existing = await read(claimed.session);
   if (!existing || !(existing.free === true || deadLease(existing, call))) return { existing, readAt };
-  sentAt = performance.now();
   const taken = await tryClaim(sql.takeOverLease(lease));
   if (taken.row) {
-    return { owner: owner(existing.status === 'in_progress', sentAt), session: taken.session };
+    return { owner: owner(existing.status === 'in_progress', taken.locked), session: taken.session };
   }
-  // Another call took it over first: look again.
+  // Another call took it over first, or the holder is alive (its lock is held though its lease ran out): look again.
   taken.session?.rollback().catch(() => {});
-  return { readAt };
+  return { existing, readAt };
 }
 
-/** A claim of this payload whose holder stopped renewing its lease: the holder died, the call may run again. */
+/**
+ * A claim of this payload whose lease ran out: its holder may have died. Only a try: `takeOverLease` takes it over
+ * only if the holder's advisory lock is free too (its connection is gone).
+ */
 function deadLease(row: Row, call: Call): boolean {
   return (
     row.status === 'in_progress' &&
@@ -140,18 +141,29 @@ async function runOwned(
 ): Promise<MiddlewareResultLike> {
   const { store, sql, options } = rt;
   const owner = { scope: call.scope, key: call.key, token: claim.token };
-  // On one connection (PGlite) nobody else can take the claim over while this process lives: no renewal, and the
-  // completion need not check the lease.
-  const held = store.singleConnection ? undefined : rt.leases?.hold(owner, claim.sentAt);
-  const liveLease = held !== undefined;
+  // On one connection (PGlite) nobody else can take the claim over while this process lives: no renewal.
+  const held = store.singleConnection ? undefined : rt.leases?.hold(owner);
   try {
     let session: Session;
+    let locked = claim.locked;
     try {
-      session = opened ?? (await store.begin([])).session;
+      if (opened) session = opened;
+      else {
+        const begun = await store.begin(sql.holdLease(owner));
+        session = begun.session;
+        locked = (begun.rows[1]?.length ?? 0) > 0;
+      }
     } catch (error) {
       await store.autocommit([sql.releaseLease(owner)]).catch(() => {});
       throw claimFailure(rt, call, error);
     }
+    // The lease ran out before the handler's transaction held the key's lock (no connection for that long), and
+    // another call took the key over: this one never ran, the new owner's outcome will answer.
+    if (!locked) {
+      await session.rollback().catch(() => {});
+      throw conflict(rt, call);
+    }
+    if (held) held.locked = true;
     const result = await callNext(next, {
       key: call.key,
       scope: call.scope,
@@ -164,12 +176,12 @@ async function runOwned(
       response = responseToStore(rt, result);
     } catch (error) {
       // The app's storeErrors or serializer threw: nothing is stored, the claim must not outlive the call.
-      await session.rollback([sql.releaseLease(owner)]).catch(() => {});
+      if (!(await rollbackAndFree(rt, session, owner))) throw conflict(rt, call);
       event(rt, call, 'released', error);
       throw completionFailure(error);
     }
     if (response === undefined) {
-      await session.rollback([sql.releaseLease(owner)]).catch(() => {});
+      if (!(await rollbackAndFree(rt, session, owner))) throw conflict(rt, call);
       event(rt, call, 'released', result.ok ? undefined : result.error);
       return result;
     }
@@ -178,11 +190,10 @@ async function runOwned(
       // The handler's writes roll back; the deterministic error is stored if this owner still holds the key.
       let stored: boolean;
       try {
-        stored =
-          ((await session.rollback([sql.storeErrorFenced(owner, response, options.ttl, liveLease)]))[0]?.length ?? 0) >
-          0;
+        stored = ((await session.rollback([sql.storeErrorFenced(owner, response, options.ttl)]))[0]?.length ?? 0) > 0;
       } catch (error) {
-        // Not stored: the claim stays until its lease runs out, then a retry takes it over and runs again.
+        // Not stored (the connection died?): free the claim; if it is gone, a takeover owns the key and answers.
+        if (!(await freed(rt, owner))) throw conflict(rt, call);
         event(rt, call, 'released', error);
         return result;
       }
@@ -200,14 +211,18 @@ async function runOwned(
     // The row expires `ttl` after the completion, by the database's clock: on ours, no earlier than from now.
     const expiresAt = performance.now() + options.ttl;
     try {
-      await session.commit([sql.completeFenced(owner, response, options.ttl, liveLease)]);
+      await session.commit([sql.completeFenced(owner, response, options.ttl)]);
     } catch (error) {
       if ((error as { code?: unknown })?.code === FENCED) {
-        // A takeover owns the key now (or this lease lapsed): this owner's writes were rolled back; the new
-        // owner's result will answer.
+        // A takeover owns the key now: this owner's writes were rolled back; the new owner's result will answer.
+        held?.lose('another call took the key over');
         throw conflict(rt, call);
       }
-      await store.autocommit([sql.releaseLease(owner)]).catch(() => {});
+      // Not committed (the connection died?): free the claim; if it is gone, a takeover owns the key and answers.
+      if (!(await freed(rt, owner))) {
+        held?.lose('another call took the key over');
+        throw conflict(rt, call);
+      }
       event(rt, call, 'released', error);
       throw completionFailure(error);
     }
@@ -231,6 +246,34 @@ async function fencedOff(
 ): Promise<never> {
   await session.rollback([rt.sql.releaseLease(owner)]).catch(() => {});
   throw conflict(rt, call);
+}
+
+/**
+ * Rolls the handler's writes back and frees the claim. False when its connection was lost and another call took the
+ * key over meanwhile: the handler's failure is then not the key's outcome, the new owner's is.
+ */
+async function rollbackAndFree(
+  rt: Runtime,
+  session: Session,
+  owner: { scope: string; key: string; token: string },
+): Promise<boolean> {
+  try {
+    await session.rollback([rt.sql.releaseLease(owner)]);
+    return true;
+  } catch {
+    return freed(rt, owner);
+  }
+}
+
+/** Frees the claim if `owner` still holds it; false when another call took it over (unreachable: true). */
+async function freed(rt: Runtime, owner: { scope: string; key: string; token: string }): Promise<boolean> {
+  try {
+    // Our claim deleted, the row is gone; a row still there is another call's.
+    const rows = await rt.store.autocommit([rt.sql.releaseLease(owner), rt.sql.select(owner)]);
+    return rows[1]?.[0] === undefined;
+  } catch {
+    return true;
+  }
 }
 
 /** Renews the leases of one middleware instance, through the store's renewal connection. */

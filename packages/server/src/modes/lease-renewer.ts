@@ -6,32 +6,24 @@ export interface LeaseOwner extends RowKey {
 }
 
 /** Sends one renewal statement and returns the tokens it renewed. */
-export type RenewLeases = (owners: readonly LeaseOwner[]) => Promise<string[]>;
-
-/**
- * The part of the lease a holder trusts: a renewal (or the claim) sent at `t` extends the lease in the database to
- * at least `t + lease`, by the database's clock, which runs at the same rate. The holder gives up a quarter of the
- * lease earlier, so it learns it may lose the key before anyone can take it over.
- */
-const TRUSTED_FRACTION = 0.75;
+export type RenewLeases = (owners: readonly (LeaseOwner & { locked: boolean })[]) => Promise<string[]>;
 
 /** One live claim of this instance, as its handler sees it. */
 export class HeldLease {
   readonly owner: LeaseOwner;
   readonly #controller = new AbortController();
-  readonly #trustMs: number;
-  #trustedUntil: number;
-  #timer: ReturnType<typeof setTimeout> | undefined;
   #released = false;
+  /** Its handler's transaction holds the key's advisory lock: renewals then go on only while that lock is held. */
+  locked = false;
 
-  constructor(owner: LeaseOwner, leaseMs: number, sentAt: number) {
+  constructor(owner: LeaseOwner) {
     this.owner = owner;
-    this.#trustMs = leaseMs * TRUSTED_FRACTION;
-    this.#trustedUntil = sentAt + this.#trustMs;
-    this.#arm();
   }
 
-  /** Aborted once this holder can no longer be sure it owns the key: it must stop, and it will not store. */
+  /**
+   * Aborted once this holder learns another call took the key over (its connection, and so its advisory lock, was
+   * lost): it must stop, and it will not store. Missed renewals alone never abort it: its lock keeps the key.
+   */
   get signal(): AbortSignal {
     return this.#controller.signal;
   }
@@ -40,15 +32,9 @@ export class HeldLease {
     return this.#controller.signal.aborted;
   }
 
-  /** A renewal sent at `sentAt` went through. */
-  confirm(sentAt: number): void {
-    if (!this.lost) this.#trustedUntil = Math.max(this.#trustedUntil, sentAt + this.#trustMs);
-  }
-
-  /** The claim is gone (taken over, or its lease lapsed in the database) or can no longer be trusted. */
+  /** The claim is gone: another call took it over. */
   lose(why: string): void {
     if (this.lost || this.#released) return;
-    clearTimeout(this.#timer);
     this.#controller.abort(
       new DOMException(
         `idempotency: this call lost its lease on key "${this.owner.key}" (${why}); its outcome will not be stored`,
@@ -59,28 +45,14 @@ export class HeldLease {
 
   release(): void {
     this.#released = true;
-    clearTimeout(this.#timer);
-  }
-
-  /** Wakes at the end of the trusted part of the lease; without a renewal by then the holder fences itself. */
-  #arm(): void {
-    const left = this.#trustedUntil - performance.now();
-    if (left > 0) {
-      this.#timer = setTimeout(() => {
-        // Timers run before I/O in Node's loop: a renewal's answer that already arrived is read first.
-        setImmediate(() => this.#arm());
-      }, left);
-      this.#timer.unref?.();
-      return;
-    }
-    this.lose('it could not be renewed in time');
   }
 }
 
 /**
  * Renews every live lease of one middleware instance in one statement per tick (a third of the lease), on a
  * connection that never waits behind the handlers it protects where the store can give one (see Store.renew).
- * A renewal that fails or comes late is not retried in a hurry: each holder's own deadline fences it off first.
+ * Renewals keep `locked_until` current (a duplicate then waits without trying a takeover) and tell a holder that was
+ * taken over; one that fails or comes late costs nothing: the holder's advisory lock, not its lease, keeps the key.
  */
 export class LeaseRenewer {
   readonly #leases = new Set<HeldLease>();
@@ -104,12 +76,12 @@ export class LeaseRenewer {
     this.#idle = hooks.idle;
   }
 
-  /** Starts renewing a claim whose statement was sent at `sentAt` (performance.now()). */
-  hold(owner: LeaseOwner, sentAt: number): HeldLease {
-    const lease = new HeldLease(owner, this.#leaseMs, sentAt);
+  /** Starts renewing a claim. */
+  hold(owner: LeaseOwner): HeldLease {
+    const lease = new HeldLease(owner);
     this.#leases.add(lease);
     if (!this.#timer) {
-      // Four renewals per lease: one that fails or comes late still leaves time for the next before the deadline.
+      // Four renewals per lease: one that fails or comes late still leaves time for the next before it lapses.
       this.#timer = setInterval(() => void this.#tick(), Math.max(20, Math.floor(this.#leaseMs / 4)));
       this.#timer.unref?.();
       this.#warm();
@@ -135,16 +107,14 @@ export class LeaseRenewer {
     if (batch.length === 0) return;
     clearTimeout(this.#lingering);
     this.#renewing = true;
-    const sentAt = performance.now();
     try {
-      const renewed = new Set(await this.#renew(batch.map((l) => l.owner)));
+      const renewed = new Set(await this.#renew(batch.map((l) => ({ ...l.owner, locked: l.locked }))));
       for (const lease of batch) {
         if (!this.#leases.has(lease)) continue;
-        if (renewed.has(lease.owner.token)) lease.confirm(sentAt);
-        else lease.lose('another call took the key over, or its lease lapsed');
+        if (!renewed.has(lease.owner.token)) lease.lose('another call took the key over, or its lease lapsed');
       }
     } catch {
-      // Unreachable database, broken connection: each holder's deadline decides, well before its lease lapses.
+      // Unreachable database, broken connection: the holders' locks keep their keys; the next tick tries again.
     } finally {
       this.#renewing = false;
       this.#linger();

@@ -131,7 +131,9 @@ RETURNING ${EXPIRES_MS}`;
 
   /**
    * Lease mode (autocommit), after `claimLease` found the key taken: takes over an expired row, or a dead holder's
-   * claim of the same payload whose lease ran out. Returns `expires_ms` when this call now owns the key.
+   * claim of the same payload whose lease ran out. An in_progress row is taken over only if the key's advisory lock
+   * is free too (see `holdLease`): a lapsed lease alone may just mean starved renewals. The try-lock is released at
+   * the end of this statement; the taker takes it again in its handler transaction. Returns `expires_ms` when this call now owns the key.
    */
   takeOverLease(v: ClaimValues & { token: string; leaseMs: number }): string {
     const fp = literal(v.fingerprint);
@@ -139,8 +141,24 @@ RETURNING ${EXPIRES_MS}`;
     return `UPDATE ${this.#t} AS k SET fingerprint = ${fp}, path = ${path}, status = 'in_progress', token = ${literal(v.token)},
   locked_until = ${fromNow(v.leaseMs)}, response = NULL,
   created_at = clock_timestamp(), expires_at = ${fromNow(v.ttlMs)}
-WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND (${expiredAndFree('k')} OR ${deadLease('k', fp, path)})
+WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND CASE WHEN k.status = 'in_progress'
+  THEN CASE WHEN ${expiredAndFree('k')} OR ${deadLease('k', fp, path)} THEN pg_try_advisory_xact_lock(${this.#lockKey(literal(v.scope), literal(v.key))}) ELSE false END
+  ELSE ${expiredAndFree('k')} END
 RETURNING ${EXPIRES_MS}`;
+  }
+
+  /**
+   * Lease mode, first in the holder's handler transaction: takes the key's transaction-level advisory lock if `token`
+   * owns the row, then reads (with a snapshot taken after the lock) whether it still does. The lock lives as long as
+   * the holder's transaction, so as long as its connection: `takeOverLease` never takes a live holder's claim over,
+   * whatever its renewals do; a crashed holder's connection dies and frees it. The second statement's rows are
+   * empty when another call took the key over before the lock was held: the handler must not run.
+   */
+  holdLease(r: RowKey & { token: string }): string[] {
+    return [
+      `SELECT pg_advisory_xact_lock(${this.#lockKey(literal(r.scope), literal(r.key))}) FROM ${this.#t} WHERE ${this.#owns(r)}`,
+      `SELECT 1 AS owned FROM ${this.#t} WHERE ${this.#owns(r)}`,
+    ];
   }
 
   /** Reads the row as it is now (a separate statement gets a fresh READ COMMITTED snapshot after a wait). */
@@ -171,28 +189,32 @@ WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)}`;
   }
 
   /**
-   * Lease mode: stores the result only while `token` still owns the row and, with `liveLease`, while its lease has
-   * not lapsed (a holder whose lease lapsed may be taken over at any moment: it never stores). When the owner was
-   * fenced off, no row matches and the division by zero (22012) aborts the transaction, so the COMMIT that follows
+   * Lease mode: stores the result only while `token` still owns the row (a takeover, possible only once the holder's
+   * connection and so its advisory lock were lost, changed it). When the owner was fenced off, no row matches and the division by zero (22012) aborts the transaction, so the COMMIT that follows
    * in the same round trip cannot commit the stale owner's writes.
    */
-  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): string {
+  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number): string {
     return `WITH done AS (UPDATE ${this.#t} SET ${stored(response, ttlMs)}
-  WHERE ${this.#owns(r, liveLease)} RETURNING 1)
+  WHERE ${this.#owns(r)} RETURNING 1)
 SELECT 1 / (SELECT count(*)::int FROM done) AS still_owner`;
   }
 
   /**
-   * Lease mode, autocommit: extends the leases of every listed owner whose lease is still live, in one statement
-   * (one round trip per renewal tick however many calls run). A lapsed lease is never revived: it may already have
-   * been taken over. Returns the token of each renewed lease; a missing one lost its claim.
+   * Lease mode, autocommit: extends the leases of every listed owner that still holds its claim, in one statement
+   * (one round trip per renewal tick however many calls run). A lapsed lease whose token still owns the row is
+   * renewed: its holder's advisory lock kept it from being taken over. Returns the token of each renewed lease; a missing one lost its claim.
    */
-  renewLeases(owners: readonly (RowKey & { token: string })[], leaseMs: number): string {
-    const values = owners.map((o) => `(${literal(o.scope)}, ${literal(o.key)}, ${literal(o.token)})`).join(', ');
-    return `UPDATE ${this.#t} AS k SET locked_until = ${fromNow(leaseMs)}
-FROM (VALUES ${values}) AS v(scope, key, token)
+  renewLeases(owners: readonly (RowKey & { token: string; locked: boolean })[], leaseMs: number): string {
+    const values = owners
+      .map((o) => `(${literal(o.scope)}, ${literal(o.key)}, ${literal(o.token)}, ${o.locked ? 'true' : 'false'})`)
+      .join(', ');
+    // A holder whose transaction took the lock is renewed only while the lock is still held: once its connection
+    // died the lease runs out and the key can be taken over, though this process still renews. One still waiting
+    // for its transaction (no lock yet) is renewed as long as it asks.
+    return `UPDATE ${this.#t} AS k SET locked_until = CASE WHEN NOT v.locked THEN ${fromNow(leaseMs)}
+  WHEN pg_try_advisory_xact_lock(${this.#lockKey('k.scope', 'k.key')}) THEN k.locked_until ELSE ${fromNow(leaseMs)} END
+FROM (VALUES ${values}) AS v(scope, key, token, locked)
 WHERE k.scope = v.scope AND k.key = v.key AND k.token = v.token AND k.status = 'in_progress'
-  AND k.locked_until > clock_timestamp()
 RETURNING k.token`;
   }
 
@@ -203,16 +225,25 @@ WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${lite
   }
 
   /** Lease mode, autocommit: stores a deterministic error after the handler's transaction was rolled back. */
-  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): string {
+  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number): string {
     return `UPDATE ${this.#t} SET ${stored(response, ttlMs)}
-WHERE ${this.#owns(r, liveLease)}
+WHERE ${this.#owns(r)}
 RETURNING 1 AS stored`;
   }
 
-  /** The row is still `token`'s claim (and, with `liveLease`, its lease has not lapsed). */
-  #owns(r: RowKey & { token: string }, liveLease: boolean): string {
-    return `scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'${
-      liveLease ? ' AND locked_until > clock_timestamp()' : ''
-    }`;
+  /**
+   * The row is still `token`'s claim. Its lease may have lapsed (renewals starved of connections): while the holder's
+   * transaction holds the key's advisory lock nobody can take it over, and a takeover changes the token.
+   */
+  #owns(r: RowKey & { token: string }): string {
+    return `scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'`;
+  }
+
+  /**
+   * The key's advisory lock: a 64-bit hash of (table, scope, key). Two keys whose hashes collide only make one wait
+   * for the other's lock or answer 409 a while longer, never run twice: ownership is still decided by the row.
+   */
+  #lockKey(scope: string, key: string): string {
+    return `hashtextextended(${literal(this.#t)} || chr(31) || ${scope} || chr(31) || ${key}, 0)`;
   }
 }

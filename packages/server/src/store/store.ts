@@ -78,20 +78,24 @@ export class Store {
   }
 
   /**
-   * Fast path only: commits `statement` (lease mode's claim) and opens the handler's transaction, in one round
-   * trip. Returns the statement's rows; the caller ends the session itself when the claim found the key taken.
+   * Fast path only: commits `statement` (lease mode's claim) and opens the handler's transaction with `after` in it,
+   * in one round trip. Returns the rows of the statement, then of `after`; the caller ends the session itself when
+   * the claim found the key taken.
    */
-  async commitThenBegin(statement: string): Promise<{ session: Session; rows: Row[][] }> {
+  async commitThenBegin(
+    statement: string,
+    after: readonly string[] = [],
+  ): Promise<{ session: Session; rows: Row[][] }> {
     if (!this.#pool) throw new Error('idempotency: commitThenBegin needs the pg fast path');
     // Its own BEGIN … COMMIT: in a multi-statement text, statements ahead of a BEGIN would join its transaction.
-    const opened = await PgSession.begin(this.#pool, this.root, [], ['BEGIN', statement, 'COMMIT']);
-    return { session: opened.session, rows: opened.rows.slice(1, 2) };
+    const opened = await PgSession.begin(this.#pool, this.root, after, ['BEGIN', statement, 'COMMIT']);
+    return { session: opened.session, rows: [opened.rows[1] ?? [], ...opened.rows.slice(3)] };
   }
 
   /**
    * Runs a lease renewal (autocommit). On the fast path it has a connection of its own, so it never queues behind
-   * the handlers whose leases it renews; on the general path it shares `db`'s pool (holders fence themselves when
-   * renewals cannot get through, see HeldLease).
+   * the handlers whose leases it renews; on the general path it shares `db`'s pool (a renewal that cannot get through
+   * costs nothing but a stale `locked_until`: the holder's advisory lock keeps its claim, see Statements.holdLease).
    */
   async renew(statement: string): Promise<Row[]> {
     if (this.#renewal) return this.#renewal.query(statement);

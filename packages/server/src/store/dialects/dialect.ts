@@ -8,7 +8,11 @@ export type DialectName = 'postgres' | 'mysql' | 'sqlite';
  * The statements the modes send, one set per dialect. Postgres builds SQL text (the fast path joins several into
  * one round trip); MySQL and SQLite build steps that run on a held connection. The modes only hand them on.
  */
-export type StatementSet = { [K in keyof Statements]: (...args: Parameters<Statements[K]>) => Statement };
+export type StatementSet = {
+  [K in keyof Statements]: (
+    ...args: Parameters<Statements[K]>
+  ) => ReturnType<Statements[K]> extends readonly string[] ? Statement[] : Statement;
+};
 
 /** Where the modes get transactions and autocommit statements from, on every dialect. */
 export interface KeyStore {
@@ -21,7 +25,7 @@ export interface KeyStore {
   /** Opens a READ COMMITTED transaction (SQLite: BEGIN IMMEDIATE) and runs `statements` in it. */
   begin(statements: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }>;
   /** Fast path only: commits `statement` and opens the handler's transaction in one round trip. */
-  commitThenBegin(statement: Statement): Promise<{ session: Session; rows: Row[][] }>;
+  commitThenBegin(statement: Statement, after?: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }>;
   /** Runs statements outside any transaction of ours. */
   autocommit(statements: readonly Statement[]): Promise<Row[][]>;
   /** Runs a lease renewal (autocommit) and returns its rows; on the pg fast path on a connection of its own. */

@@ -102,9 +102,9 @@ FROM ${this.#t} AS t WHERE ${this.#where('t', r)}`);
     return plain(`UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)} WHERE ${this.#where('k', r)}`);
   }
 
-  /** Changes no row when a takeover replaced the token (or, with `liveLease`, the lease lapsed): the step then throws and the commit never happens. */
-  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): Step {
-    return fenced(`UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)} WHERE ${this.#owner('k', r, liveLease)}`);
+  /** Changes no row when a takeover replaced the token: the step then throws and the commit never happens. */
+  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number): Step {
+    return fenced(`UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)} WHERE ${this.#owner('k', r, false)}`);
   }
 
   /**
@@ -128,12 +128,21 @@ FROM ${this.#t} AS t WHERE ${this.#where('t', r)}`);
     };
   }
 
+  /**
+   * First in the holder's handler transaction: whether `token` still owns the row. MySQL has no transaction-scoped
+   * advisory lock, so the liveness of a holder is its renewals alone (see the README's dialect table); the first
+   * step stands where Postgres takes its lock.
+   */
+  holdLease(r: RowKey & { token: string }): Step[] {
+    return [async () => [], plain(`SELECT 1 AS owned FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`)];
+  }
+
   releaseLease(r: RowKey & { token: string }): Step {
     return plain(`DELETE FROM ${this.#t} WHERE ${this.#owner(this.#t, r, false)}`);
   }
 
-  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): Step {
-    const update = `UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)} WHERE ${this.#owner('k', r, liveLease)}`;
+  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number): Step {
+    const update = `UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)} WHERE ${this.#owner('k', r, false)}`;
     return async (c) => (Number((await c.query(update)).numAffectedRows ?? 0) > 0 ? [{ stored: 1 }] : []);
   }
 

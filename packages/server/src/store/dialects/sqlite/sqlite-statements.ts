@@ -106,9 +106,9 @@ FROM ${this.#t} AS t WHERE t.scope = ? AND t.key = ?`,
     ]);
   }
 
-  /** Changes no row when a takeover replaced the token (or, with `liveLease`, the lease lapsed): the step then throws. */
-  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): Step {
-    return fenced(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE ${owns(liveLease)}`, [response, ...ownerValues(r)]);
+  /** Changes no row when a takeover replaced the token: the step then throws. */
+  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number): Step {
+    return fenced(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE ${owns(false)}`, [response, ...ownerValues(r)]);
   }
 
   /** Extends the live leases of the listed owners in one statement; returns the token of each renewed one. */
@@ -122,12 +122,20 @@ RETURNING token`,
     );
   }
 
+  /**
+   * First in the holder's handler transaction: whether `token` still owns the row. The holder's BEGIN IMMEDIATE holds
+   * the file's write lock, so no takeover can happen while it runs; the first step stands where Postgres takes its lock.
+   */
+  holdLease(r: RowKey & { token: string }): Step[] {
+    return [async () => [], plain(`SELECT 1 AS owned FROM ${this.#t} WHERE ${owns(false)}`, ownerValues(r))];
+  }
+
   releaseLease(r: RowKey & { token: string }): Step {
     return plain(`DELETE FROM ${this.#t} WHERE ${owns(false)}`, ownerValues(r));
   }
 
-  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number, liveLease: boolean): Step {
-    return plain(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE ${owns(liveLease)} RETURNING 1 AS stored`, [
+  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number): Step {
+    return plain(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE ${owns(false)} RETURNING 1 AS stored`, [
       response,
       ...ownerValues(r),
     ]);

@@ -1,0 +1,76 @@
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectReason } from './expectations.js';
+import { type AppDB, type Backend, deferred, killLeaseHolders, makeApp, openBackend, sleep, until } from './harness.js';
+
+let keySeq = 0;
+const newKey = () => `live-${Date.now().toString(36)}-${++keySeq}`;
+
+/** A lease-mode claim is taken over only when its holder's connection is gone, never for missed renewals alone. */
+describe.each(['pg-fast', 'pg-general'] as const)('lease liveness on %s', (name) => {
+  let backend: Backend;
+  beforeAll(async () => {
+    backend = await openBackend(name);
+    await makeApp(backend).idempotency.migrate();
+  });
+  afterAll(() => backend?.close());
+
+  const paymentsOf = async (userId: string) =>
+    (await backend.query<{ amount: number }>(`SELECT amount FROM payments WHERE user_id = '${userId}'`)).map(
+      (r) => r.amount,
+    );
+
+  it('never takes over a live holder whose renewals cannot get a connection (pool max 1, handler 3× the lease)', async () => {
+    // Instance A has one connection, held by its handler's transaction: on the Kysely path no renewal gets through.
+    const poolA = new pg.Pool({ connectionString: backend.url, max: 1 });
+    poolA.on('error', () => {});
+    const dbA = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool: poolA }) });
+    try {
+      const a = makeApp({ db: dbA, pool: name === 'pg-fast' ? poolA : undefined }, { mode: 'lease', lease: 300 });
+      const b = makeApp(backend.another(), { mode: 'lease', lease: 300, wait: 0 });
+      a.control.delayMs = 900;
+      const key = newKey();
+      const original = a.caller(key, 'live-busy').payments.create({ amount: 5 });
+      await until(() => a.control.runs === 1);
+      // Well past the lease, which nothing renewed on the Kysely path: the holder is alive, so it keeps the key.
+      await sleep(600);
+      if (name === 'pg-general') expect(await leaseLeft(backend, key)).toBe(0);
+      await expectReason(b.caller(key, 'live-busy').payments.create({ amount: 5 }), 'in_progress', 'CONFLICT');
+      const result = await original;
+      expect(await b.caller(key, 'live-busy').payments.create({ amount: 5 })).toEqual(result);
+      expect([a.control.runs, b.control.runs]).toEqual([1, 0]);
+      expect(await paymentsOf('live-busy')).toEqual([5]);
+    } finally {
+      await dbA.destroy();
+    }
+  });
+
+  it('takes over a holder whose connection was killed, once its lease ran out, and fences the holder off', async () => {
+    const a = makeApp(backend, { mode: 'lease', lease: 300 });
+    const b = makeApp(backend.another(), { mode: 'lease', lease: 300, wait: 10_000 });
+    const gate = deferred();
+    a.control.gate = gate.promise;
+    const key = newKey();
+    const original = a.caller(key, 'live-dead').payments.create({ amount: 6 });
+    await until(() => a.control.runs === 1);
+    // The holder's connection dies (as when its server crashes): its advisory lock goes with it.
+    expect(await killLeaseHolders(backend)).toBe(1);
+    const taken = await b.caller(key, 'live-dead').payments.create({ amount: 6 });
+    expect(b.control.takeovers).toEqual([true]);
+    gate.resolve();
+    await expectReason(original, 'in_progress', 'CONFLICT');
+    expect(await a.caller(key, 'live-dead').payments.create({ amount: 6 })).toEqual(taken);
+    // The dead holder's write died with its transaction: one payment.
+    expect(await paymentsOf('live-dead')).toEqual([6]);
+  });
+});
+
+/** Milliseconds left on the key's lease by the database's clock (undefined without a row). */
+async function leaseLeft(backend: Backend, key: string): Promise<number | undefined> {
+  const rows = await backend.query<{ left: number }>(
+    `SELECT greatest(0, extract(epoch from (locked_until - clock_timestamp())) * 1000)::float8 AS left
+     FROM idempotency_keys WHERE key = '${key}'`,
+  );
+  return rows[0]?.left;
+}
