@@ -89,7 +89,10 @@ export class MysqlStore implements KeyStore {
     }
   }
 
-  /** Renewals share the pool: holders fence themselves when one cannot get through in time (see HeldLease). */
+  /**
+   * Renewals share the pool. MySQL has no transaction-scoped advisory lock to prove a holder alive, so a holder whose
+   * renewals cannot get a connection past its lease can be taken over; its completion is then fenced by token.
+   */
   async renew(statement: Statement): Promise<Row[]> {
     return (await this.autocommit([statement]))[0] ?? [];
   }

@@ -77,9 +77,8 @@ export class SqliteStore implements KeyStore {
   }
 
   /**
-   * Renewals queue behind the running handler's transaction (one connection): keep `lease` longer than the
-   * longest handler, or its holder fences itself. No other process can take a claim over meanwhile: the running
-   * transaction holds the write lock.
+   * Renewals queue behind the running handler's transaction (one connection), which is harmless: no other process
+   * can take a claim over meanwhile, since the running transaction holds the write lock.
    */
   async renew(statement: Statement): Promise<Row[]> {
     return (await this.autocommit([statement]))[0] ?? [];
