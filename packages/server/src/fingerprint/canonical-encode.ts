@@ -336,12 +336,21 @@ class Encoder {
  * inputs past `limits`. Synchronous, so it refuses a Blob (its bytes need an async read): use `canonicalEncodeAsync`.
  */
 export function canonicalEncode(value: unknown, limits: EncodeLimits = DEFAULT_ENCODE_LIMITS): string {
-  const encoder = new Encoder(limits, new Map());
-  encoder.encode(value);
-  if (encoder.missing.size > 0) {
+  const text = canonicalEncodeWithoutBlobs(value, limits);
+  if (text === undefined) {
     throw new CanonicalEncodeError('Cannot fingerprint a Blob synchronously: use canonicalEncodeAsync');
   }
-  return encoder.text();
+  return text;
+}
+
+/** `canonicalEncode`, or undefined when the value holds a Blob whose bytes must be read (`canonicalEncodeAsync`). */
+export function canonicalEncodeWithoutBlobs(
+  value: unknown,
+  limits: EncodeLimits = DEFAULT_ENCODE_LIMITS,
+): string | undefined {
+  const encoder = new Encoder(limits, new Map());
+  encoder.encode(value);
+  return encoder.missing.size > 0 ? undefined : encoder.text();
 }
 
 /** `canonicalEncode` for any input, Blobs, Files and FormData included: their bytes are read and digested. */
