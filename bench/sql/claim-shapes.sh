@@ -3,7 +3,8 @@
 # middleware sends (several statements per round trip joined with `\;`, simple protocol, 16 clients), each
 # shape a 3-round-trip transaction around the light handler's insert, interleaved over rounds.
 #   bench/sql/claim-shapes.sh [DATABASE_URL] [seconds per cell] [rounds]
-# Prints tps per round and the median ratio to the bare shape (the cheapest claim-run-complete transaction).
+# Prints tps per round and the median ratio to the bare shape (the cheapest claim-run-complete transaction), and for
+# the payment shapes to the payment handler alone. SHAPES='bare now single' runs a subset.
 set -euo pipefail
 URL="${1:-${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}}"
 SECONDS_PER_CELL="${2:-6}"
@@ -23,6 +24,8 @@ CREATE TABLE idempotency_keys (
 CREATE INDEX ON idempotency_keys (expires_at);
 CREATE TABLE classic_keys (key text PRIMARY KEY, fingerprint text NOT NULL, status text NOT NULL, response text);
 CREATE TABLE payments (id serial PRIMARY KEY, account_id int NOT NULL, amount int NOT NULL, ref text);
+CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL);
+INSERT INTO accounts SELECT g, 1000000000 FROM generate_series(1, 1000) g;
 -- The same claim as a PL/pgSQL function: its insert is planned once per connection, not per call.
 CREATE FUNCTION claim(p_scope text, p_key text, p_fingerprint text, p_path text, p_ttl_ms int, p_wait_ms int)
 RETURNS float8 LANGUAGE plpgsql AS $$
@@ -62,31 +65,61 @@ shape() { # name, then one argument per round trip (statements already joined wi
   local name="$1"; shift
   { echo '\set k random(1, 2000000000)'; echo '\set a random(1, 1000)'; for rt in "$@"; do echo "$rt;"; done; } > "$DIR/$name.sql"
 }
+
+# Candidate designs for issue 15 (the key row written once, fewer statements, prepared plans).
+LOCKKEY="hashtextextended(E'idempotency_keys' || chr(31) || E'bench' || chr(31) || E'k:k', 0)"
+# Single write: ownership is the key's transaction-scoped advisory lock (bounded like the claim), the row is read
+# after it (a new statement: a fresh snapshot sees what a holder committed) and inserted once, done, at the end.
+SLOCK="SELECT pg_advisory_xact_lock($LOCKKEY), $RESTORE AS restored FROM (SELECT 1) AS one WHERE $BOUND"
+SREAD="SELECT status, fingerprint, path, response FROM $T WHERE scope = E'bench' AND key = E'k:k'"
+SINSERT="INSERT INTO $T (scope, key, fingerprint, path, status, response, created_at, expires_at) VALUES ($K, $FP, E'light', 'done', E'{\"v\":1,\"ok\":true,\"data\":{\"id\":502}}', clock_timestamp(), $TTL) ON CONFLICT (scope, key) DO NOTHING RETURNING 1"
+# The payment handler: lock an account, insert the payment, debit it (3 round trips inside the transaction).
+PLOCK="SELECT balance FROM accounts WHERE id = :a FOR UPDATE"
+PDEBIT="UPDATE accounts SET balance = balance - 1 WHERE id = :a RETURNING balance"
+
 shape plain "$PAY"
 shape bare "BEGIN\\; $BARE" "$PAY" "$COMPLETE\\; COMMIT"
 shape before "BEGIN\\; $CTE\\; $READ\\; SAVEPOINT s" "$PAY" "$COMPLETE\\; COMMIT"
 shape now "BEGIN\\; $CLAIM\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
 shape now+read "BEGIN\\; $CLAIM\\; $READ\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
 shape function "BEGIN\\; SELECT claim($K, $FP, E'light', 86400000, 5000) AS expires_ms\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
+shape now-nosp "BEGIN\\; $CLAIM" "$PAY" "$COMPLETE\\; COMMIT"
+shape now-nobound "BEGIN\\; $BARE\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
+shape single "BEGIN\\; $SLOCK\\; $SREAD\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $SINSERT\\; COMMIT"
+# Each statement its own round trip, as node-postgres sends named prepared statements (it does not pipeline):
+# split-simple plans every statement each time, split-prepared (run with -M prepared) plans once per connection.
+# A prepared statement takes the key as a parameter (pgbench would not substitute it inside a quoted literal), and
+# its text must hold no other colon (the stored JSON's `"v":1` would read as a variable).
+shape split-simple "BEGIN" "${CLAIM//E\'k:k\'/(E\'k\' || :k::text)}" "SAVEPOINT s" "${PAY//:a/:a::int}" "RELEASE SAVEPOINT s" \
+  "$(sed "s/:/=/g; s/E'k=k'/(E'k' || :k::text)/" <<<"$COMPLETE")" "COMMIT"
+cp "$DIR/split-simple.sql" "$DIR/split-prepared.sql"
+shape pay-plain "BEGIN" "$PLOCK" "$PAY" "$PDEBIT" "COMMIT"
+shape pay-now "BEGIN\\; $CLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
+shape pay-nosp "BEGIN\\; $CLAIM" "$PLOCK" "$PAY" "$PDEBIT" "$COMPLETE\\; COMMIT"
+shape pay-bare "BEGIN\\; $BARE" "$PLOCK" "$PAY" "$PDEBIT" "$COMPLETE\\; COMMIT"
+shape pay-single "BEGIN\\; $SLOCK\\; $SREAD\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $SINSERT\\; COMMIT"
 shape classic "INSERT INTO classic_keys (key, fingerprint, status) VALUES (E'k:k', $FP, 'in_progress') ON CONFLICT (key) DO NOTHING RETURNING key" "$PAY" "UPDATE classic_keys SET status = 'done', response = E'{}' WHERE key = E'k:k'"
 
-SHAPES=(plain bare before now now+read function classic)
+SHAPES=(${SHAPES:-plain bare before now now+read function classic now-nosp now-nobound single split-simple split-prepared pay-plain pay-now pay-nosp pay-bare pay-single})
+mode() { [[ "$1" == split-prepared ]] && echo prepared || echo simple; }
 declare -A TPS
 for ((round = 1; round <= ROUNDS; round++)); do
   # Rotate the order each round so no shape always runs first or last.
   for ((i = 0; i < ${#SHAPES[@]}; i++)); do
     s="${SHAPES[$(((i + round) % ${#SHAPES[@]}))]}"
-    tps=$(pgbench -n -M simple -c 16 -j 2 -T "$SECONDS_PER_CELL" -f "$DIR/$s.sql" "$TARGET" 2>/dev/null | awk '/^tps/ {print int($3)}')
+    tps=$(pgbench -n -M "$(mode "$s")" -c 16 -j 2 -T "$SECONDS_PER_CELL" -f "$DIR/$s.sql" "$TARGET" 2>/dev/null | awk '/^tps/ {print int($3)}')
     TPS[$s]="${TPS[$s]:-} $tps"
     echo "round $round  $s  $tps tps"
   done
 done
 echo
-printf '%-10s %-28s %s\n' shape "tps per round" "median ratio to bare"
+median_ratio() { # shape, reference shape: the median over rounds of tps(shape) / tps(reference)
+  paste <(tr ' ' '\n' <<<"${TPS[$1]}" | sed '/^$/d') <(tr ' ' '\n' <<<"${TPS[$2]:-}" | sed '/^$/d') |
+    awk '$2 > 0 {print $1 / $2}' | sort -g | awk '{a[NR] = $1} END {if (NR) printf "%.2f", a[int((NR + 1) / 2)]; else printf "-"}'
+}
+printf '%-15s %-36s %-8s %s\n' shape "tps per round" "÷ bare" "÷ pay-plain (payment shapes)"
 for s in "${SHAPES[@]}"; do
-  median_ratio=$(paste <(tr ' ' '\n' <<<"${TPS[$s]}" | sed '/^$/d') <(tr ' ' '\n' <<<"${TPS[bare]}" | sed '/^$/d') |
-    awk '{print $1 / $2}' | sort -g | awk '{a[NR] = $1} END {printf "%.2f", a[int((NR + 1) / 2)]}')
-  printf '%-10s %-28s %s\n' "$s" "${TPS[$s]}" "$median_ratio"
+  printf '%-15s %-36s %-8s %s\n' "$s" "${TPS[$s]}" "$(median_ratio "$s" bare)" "$([[ $s == pay-* ]] && median_ratio "$s" pay-plain)"
 done
 # Completions update the row the claim inserted; HOT updates (no new index entries) keep them cheap.
 psql -At "$TARGET" -c "SELECT 'completion updates on idempotency_keys: ' || n_tup_upd || ', of which HOT: ' || n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'idempotency_keys'"
