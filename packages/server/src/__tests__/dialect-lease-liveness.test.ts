@@ -2,6 +2,8 @@ import { TRPCError } from '@trpc/server';
 import { createMariaDbDatabase, createSqliteFile, type MariaDbDatabase } from '@trpc-idempotency/test-db';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MysqlStatements } from '../store/dialects/mysql/mysql-statements.js';
+import { parseTableName } from '../store/table-name.js';
 import { makeDialectApp } from './dialect-app.js';
 import { expectReason, failure } from './expectations.js';
 import { type AppDB, deferred, sleep, until } from './harness.js';
@@ -32,6 +34,13 @@ describe('lease liveness on mariadb', () => {
   /** The one connection of a pool of 1 (mysql2 hands the idle one out again). */
   const connectionId = async (db: Kysely<any>) =>
     Number((await sql<{ id: number }>`SELECT CONNECTION_ID() AS id`.execute(db)).rows[0]?.id);
+  const statements = new MysqlStatements(parseTableName('idempotency_keys'), { mariadb: true });
+  /** The connection holding the key's lease lock (the apps' scope is `user:<userId>`), or null. */
+  const lockHolder = async (key: string, userId: string) => {
+    const name = statements.leaseLockName({ scope: `user:${userId}`, key });
+    const id = (await sql.raw<{ id: unknown }>(`SELECT IS_USED_LOCK(${name}) AS id`).execute(m.db)).rows[0]?.id;
+    return id == null ? null : Number(id);
+  };
   /** Named locks still held by the one connection of `db`'s pool of 1 (released by the count). */
   const leakedLocks = async (db: Kysely<any>) =>
     Number((await sql<{ n: number }>`SELECT RELEASE_ALL_LOCKS() AS n`.execute(db)).rows[0]?.n);
@@ -68,7 +77,8 @@ describe('lease liveness on mariadb', () => {
     const key = newKey();
     const original = a.caller(key, 'live-dead').payments.create({ amount: 6 });
     original.catch(() => {}); // Awaited below; a failure before that must not surface as an unhandled rejection.
-    await until(() => a.control.runs === 1);
+    await until(() => a.control.atGate === 1);
+    expect(await lockHolder(key, 'live-dead')).toBe(holder);
     // The holder's connection dies (as when its server crashes): whatever proved it alive goes with it.
     await sql.raw(`KILL ${holder}`).execute(m.db);
     const taken = await b.caller(key, 'live-dead').payments.create({ amount: 6 });
@@ -81,10 +91,19 @@ describe('lease liveness on mariadb', () => {
   });
 
   describe('gives the pooled connection back without the lease lock', () => {
-    it('after a success', async () => {
+    it('after a success (the handler held it while it ran)', async () => {
       const dbA = m.connect({ max: 1 }) as Kysely<AppDB>;
       const a = makeDialectApp({ db: dbA }, { mode: 'lease', lease: 300 });
-      await a.caller(newKey(), 'free-ok').payments.create({ amount: 1 });
+      const holder = await connectionId(dbA);
+      const gate = deferred();
+      a.control.gate = gate.promise;
+      const key = newKey();
+      const call = a.caller(key, 'free-ok').payments.create({ amount: 1 });
+      await until(() => a.control.atGate === 1);
+      expect(await lockHolder(key, 'free-ok')).toBe(holder);
+      gate.resolve();
+      await call;
+      expect(await lockHolder(key, 'free-ok')).toBeNull();
       expect(await leakedLocks(dbA)).toBe(0);
     });
 
@@ -107,10 +126,12 @@ describe('lease liveness on mariadb', () => {
       a.control.gate = gate.promise;
       const key = newKey();
       const call = a.caller(key, 'free-fenced').payments.create({ amount: 3 });
-      await until(() => a.control.runs === 1);
+      await until(() => a.control.atGate === 1);
+      expect(await lockHolder(key, 'free-fenced')).not.toBeNull();
       await sql`UPDATE idempotency_keys SET token = ${'someone-else'} WHERE \`key\` = ${key}`.execute(m.db);
       gate.resolve();
       await expectReason(call, 'in_progress', 'CONFLICT');
+      expect(await lockHolder(key, 'free-fenced')).toBeNull();
       // Both connections of A's pool: neither may keep a lock.
       const [first, second] = await Promise.all([leakedLocksHeld(dbA), leakedLocksHeld(dbA)]);
       expect(first + second).toBe(0);
