@@ -1,6 +1,8 @@
 import { TRPCError } from '@trpc/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprint } from '../fingerprint/fingerprint.js';
+import { MysqlStatements } from '../store/dialects/mysql/mysql-statements.js';
+import { parseTableName } from '../store/table-name.js';
 import { makeDialectApp } from './dialect-app.js';
 import { DIALECT_BACKENDS, type DialectBackend, openDialectBackend } from './dialect-backends.js';
 import { expectReason, failure } from './expectations.js';
@@ -247,13 +249,22 @@ describe.each(DIALECT_BACKENDS)('core behaviours on %s', (name) => {
       const gate = deferred();
       stale.control.gate = gate.promise;
       const staleCall = stale.caller(key, 'lease-stale').payments.create({ amount: 4 });
-      await until(() => stale.control.runs === 1);
+      await until(() => stale.control.atGate === 1);
       const k = name === 'mariadb' ? '`key`' : 'key';
-      // On Postgres a live holder is never taken over (its transaction holds the key's advisory lock): its
-      // connection must die first, as when its server crashes.
+      // A live holder is never taken over (its transaction holds the key's advisory lock on Postgres, its connection
+      // the key's named lock on MySQL): its connection must die first, as when its server crashes.
       if (backend.dialect === 'postgres') {
         await backend.query(`SELECT pg_terminate_backend(pid) FROM pg_locks
-          WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()`);
+          WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`);
+      } else {
+        const lock = new MysqlStatements(parseTableName('idempotency_keys'), { mariadb: true }).leaseLockName({
+          scope: 'user:lease-stale',
+          key,
+        });
+        const [holder] = await backend.query<{ id: unknown }>(`SELECT IS_USED_LOCK(${lock}) AS id`);
+        expect(holder?.id).not.toBeNull();
+        await backend.query(`KILL ${Number(holder?.id)}`);
       }
       await backend.query(
         `UPDATE idempotency_keys SET locked_until = ${backend.at(-1000)} WHERE ${k} = ${backend.text(key)}`,

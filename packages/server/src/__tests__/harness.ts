@@ -116,6 +116,8 @@ export interface Control {
   /** `ctx.idempotency.takeover` of each run. */
   takeovers: boolean[];
   gate?: Promise<void>;
+  /** Runs that finished their write and reached the gate: a test that kills a holder waits for this, not `runs`. */
+  atGate?: number;
   /** Ms the handler spends after its write, outside the database. */
   delayMs?: number;
   throwAfterWrite?: () => Error;
@@ -145,6 +147,7 @@ export function makeApp(
       .values({ user_id: ctx.userId, amount: input.amount })
       .returning('id')
       .executeTakeFirstOrThrow();
+    control.atGate = (control.atGate ?? 0) + 1;
     if (control.gate) await control.gate;
     if (control.delayMs) await new Promise((r) => setTimeout(r, control.delayMs));
     if (control.throwAfterWrite) throw control.throwAfterWrite();

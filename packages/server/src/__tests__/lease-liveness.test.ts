@@ -53,7 +53,7 @@ describe.each(['pg-fast', 'pg-general'] as const)('lease liveness on %s', (name)
     a.control.gate = gate.promise;
     const key = newKey();
     const original = a.caller(key, 'live-dead').payments.create({ amount: 6 });
-    await until(() => a.control.runs === 1);
+    await until(() => a.control.atGate === 1);
     // The holder's connection dies (as when its server crashes): its advisory lock goes with it.
     expect(await killLeaseHolders(backend)).toBe(1);
     const taken = await b.caller(key, 'live-dead').payments.create({ amount: 6 });

@@ -136,7 +136,7 @@ describe.each(BACKENDS)('lease mode on %s', (name) => {
       const gate = deferred();
       stale.control.gate = gate.promise;
       const staleCall = stale.caller(key, 'lease-stale').payments.create({ amount: 4 });
-      await until(() => stale.control.runs === 1);
+      await until(() => stale.control.atGate === 1);
       // The holder's connection is lost (its advisory lock with it) and its lease runs out while it still runs.
       expect(await killLeaseHolders(backend)).toBe(1);
       await backend.query(

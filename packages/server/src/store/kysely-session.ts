@@ -1,5 +1,5 @@
 import { CompiledQuery, type ControlledTransaction, type Kysely, type QueryExecutor } from 'kysely';
-import { CommitRolledBackError, type Row, type Session } from './session.js';
+import { CommitRolledBackError, type Row, runThenRollback, type Session } from './session.js';
 
 /**
  * The general path: a Kysely controlled transaction, one statement per round trip. Works on every
@@ -58,16 +58,8 @@ export class KyselySession implements Session {
     }
   }
 
-  async finish(statements: readonly string[]): Promise<Row[][]> {
-    let rows: Row[][];
-    try {
-      rows = await this.run(statements);
-    } catch (error) {
-      await this.rollback().catch(() => {});
-      throw error;
-    }
-    await this.rollback();
-    return rows;
+  finish(statements: readonly string[]): Promise<Row[][]> {
+    return runThenRollback(this, statements);
   }
 
   async rollback(after: readonly string[] = []): Promise<Row[][]> {

@@ -30,3 +30,22 @@ export class CommitRolledBackError extends Error {
     super('the transaction was rolled back at COMMIT: a statement inside it had failed');
   }
 }
+
+/**
+ * `Session.finish` for every session: runs `statements` in the transaction, then rolls it back, also when they
+ * failed (the failure is then what the caller sees).
+ */
+export async function runThenRollback<S extends Statement>(
+  session: { run(statements: readonly S[]): Promise<Row[][]>; rollback(): Promise<Row[][]> },
+  statements: readonly S[],
+): Promise<Row[][]> {
+  let rows: Row[][];
+  try {
+    rows = await session.run(statements);
+  } catch (error) {
+    await session.rollback().catch(() => {});
+    throw error;
+  }
+  await session.rollback();
+  return rows;
+}

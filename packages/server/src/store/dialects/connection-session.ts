@@ -1,13 +1,14 @@
 import type { Kysely, QueryExecutor } from 'kysely';
 import { SessionConnectionProvider } from '../handler-db.js';
-import type { Row, Session, Statement } from '../session.js';
+import { type Row, runThenRollback, type Session, type Statement } from '../session.js';
 import type { HeldConnection } from './held-connection.js';
 import type { Step } from './step.js';
 
 /**
  * A transaction of the MySQL or SQLite store on one held connection: our steps run on it one by one, the
  * handler's Kysely queries (with the app's plugins) run on it through `executor`. The dialect says how the
- * transaction is opened; it is ended here with COMMIT or ROLLBACK.
+ * transaction is opened; it is ended here with COMMIT or ROLLBACK, and on every path the connection's release
+ * steps (MySQL's lease lock) run before it goes back to the pool.
  */
 export class ConnectionSession implements Session {
   readonly executor: QueryExecutor;
@@ -41,20 +42,12 @@ export class ConnectionSession implements Session {
       await this.rollback().catch(() => {});
       throw error;
     }
-    this.#release();
+    await this.#release();
     return rows;
   }
 
-  async finish(statements: readonly Statement[]): Promise<Row[][]> {
-    let rows: Row[][];
-    try {
-      rows = await this.run(statements);
-    } catch (error) {
-      await this.rollback().catch(() => {});
-      throw error;
-    }
-    await this.rollback();
-    return rows;
+  finish(statements: readonly Statement[]): Promise<Row[][]> {
+    return runThenRollback(this, statements);
   }
 
   /** ROLLBACK, then `after` in autocommit; returns the rows of `after`. */
@@ -64,17 +57,18 @@ export class ConnectionSession implements Session {
       try {
         await this.#held.query('ROLLBACK');
       } finally {
-        this.#release();
+        await this.#release();
       }
     }
     return after.length > 0 ? this.#autocommit(after) : [];
   }
 
-  #release(): void {
+  /** Gives the connection back once, after what its steps left to undo (see StepConnection.onRelease). */
+  async #release(): Promise<void> {
     this.#provider.close();
     if (this.#done) return;
     this.#done = true;
-    this.#held.release();
+    await this.#held.release();
   }
 }
 

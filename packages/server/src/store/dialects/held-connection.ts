@@ -1,11 +1,15 @@
 import { CompiledQuery, type DatabaseConnection, type Kysely, type QueryResult } from 'kysely';
 import type { Row } from '../session.js';
-import type { StepConnection } from './step.js';
+import type { Step, StepConnection } from './step.js';
 
 /** A Kysely connection checked out until `release()`, and our statements on it (without the app's plugins). */
 export interface HeldConnection extends StepConnection {
   readonly connection: DatabaseConnection;
-  release(): void;
+  /**
+   * Runs the steps registered with `onRelease` (in order, each once; one that fails does not stop the others), then
+   * gives the connection back. The connection goes back only after them, so awaiting is only for ordering.
+   */
+  release(): Promise<void>;
 }
 
 /**
@@ -17,19 +21,29 @@ export function holdConnection(db: Kysely<any>, mapRow: (row: Row) => Row): Prom
     let held = false;
     db.getExecutor()
       .provideConnection(async (connection) => {
-        let release!: () => void;
+        let giveBack!: () => void;
         const released = new Promise<void>((r) => {
-          release = r;
+          giveBack = r;
         });
         held = true;
-        resolve({
+        const onRelease: Step[] = [];
+        const self: HeldConnection = {
           connection,
-          release,
+          onRelease: (step) => {
+            onRelease.push(step);
+          },
+          release: async () => {
+            // A failure here means the connection failed (these are single reads of session state): the server
+            // ended its session, and with it whatever the step was to undo; mysql2's pool drops such a connection.
+            for (const step of onRelease.splice(0)) await step(self).catch(() => {});
+            giveBack();
+          },
           query: async (sql, parameters = []) => {
             const result: QueryResult<Row> = await connection.executeQuery(CompiledQuery.raw(sql, [...parameters]));
             return { ...result, rows: result.rows.map(mapRow) };
           },
-        });
+        };
+        resolve(self);
         await released;
       })
       .catch((error) => {

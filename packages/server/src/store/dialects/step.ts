@@ -4,6 +4,12 @@ import type { Row } from '../session.js';
 /** What a step may do on the connection it runs on: one statement at a time, with bound parameters. */
 export interface StepConnection {
   query(sql: string, parameters?: readonly unknown[]): Promise<QueryResult<Row>>;
+  /**
+   * Runs `step` on this connection once our transaction (or autocommit list) on it has ended, before the connection
+   * goes back to the pool, whichever way it ended: for what outlives a transaction in the session (MySQL's named
+   * locks), which the next borrower of a pooled connection must never inherit.
+   */
+  onRelease(step: Step): void;
 }
 
 /**

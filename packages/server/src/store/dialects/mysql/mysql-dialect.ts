@@ -23,7 +23,7 @@ export function createMysqlDialect(db: Kysely<any>, table: TableName, flavour?: 
           await held.query(`SELECT RELEASE_LOCK(${MIGRATE_LOCK}) AS released`);
         }
       } finally {
-        held.release();
+        await held.release();
       }
     },
     async purgeBatch(batchSize) {
@@ -31,7 +31,7 @@ export function createMysqlDialect(db: Kysely<any>, table: TableName, flavour?: 
       try {
         return Number((await held.query(mysqlPurgeBatchStatement(table, batchSize))).numAffectedRows ?? 0);
       } finally {
-        held.release();
+        await held.release();
       }
     },
   };

@@ -16,6 +16,26 @@ export const MAX_SCOPE_BYTES = 2048;
  */
 export const NOW_MS = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)";
 
+/**
+ * Seconds a handler's transaction waits for its key's lease lock (holdLease) while its token owns the row. Only a
+ * taker trying the lock (for one statement and its commit) or the key's previous owner ending its transaction hold
+ * it then; a longer wait means the key was taken over meanwhile, which the ownership read that follows would say.
+ */
+const HOLD_LOCK_WAIT_S = 10;
+
+/**
+ * Frees the lease lock `name` (an SQL expression) if this connection holds it, as often as it took it: GET_LOCK
+ * counts, and a takeover's condition may be evaluated twice (once more after waiting for the row's lock). One round
+ * trip when it was taken once (or not at all: RELEASE_LOCK then answers NULL, or 0 if another connection holds it).
+ */
+function releaseLock(name: string): Step {
+  const release = `SELECT RELEASE_LOCK(${name}) AS released, COALESCE(IS_USED_LOCK(${name}) = CONNECTION_ID(), 0) AS still_ours`;
+  return async (c) => {
+    while (Number((await c.query(release)).rows[0]?.still_ours) === 1) {}
+    return [];
+  };
+}
+
 /** What the statements need to know about the server, learned by the store before the first claim. */
 export interface MysqlServer {
   /** MariaDB scopes a lock-wait timeout to one statement (`SET STATEMENT … FOR`); MySQL 8 needs SET SESSION. */
@@ -44,11 +64,14 @@ export function isDuplicateKey(error: unknown): boolean {
  */
 export class MysqlStatements implements StatementSet {
   readonly #t: string;
+  /** The table as the lease lock's name says it: named locks are server-wide, so the database is part of it. */
+  readonly #lockTable: string;
   readonly #server: MysqlServer;
 
   constructor(table: TableName, server: MysqlServer) {
     const { schema, name } = table.parts;
     this.#t = schema ? `\`${schema}\`.\`${name}\`` : `\`${name}\``;
+    this.#lockTable = `CONCAT(${schema ? `'${schema}'` : "COALESCE(DATABASE(), '')"}, '.${name}')`;
     this.#server = server;
   }
 
@@ -74,15 +97,31 @@ VALUES (${hexText(v.scope, MAX_SCOPE_BYTES)}, ${hexText(v.key)}, ${hexText(v.fin
     return this.#insertClaim(insert, v.ttlMs, undefined);
   }
 
+  /**
+   * Takes over an expired row, or a dead holder's claim of the same payload whose lease ran out. An in_progress row is
+   * taken over only if the key's lease lock is free too, tried (GET_LOCK with no wait) under the row lock this UPDATE
+   * holds: a live holder's handler connection holds it (see holdLease), however starved its renewals. The taker keeps
+   * the lock until its UPDATE has committed (it runs in autocommit), so a holder that was only now getting the lock
+   * waits for the commit and then reads that it lost the key; the lock is released before the connection goes back.
+   */
   takeOverLease(v: ClaimValues & { token: string; leaseMs: number }): Step {
     const fp = hexText(v.fingerprint);
     const path = hexText(v.path);
+    const lock = this.leaseLockName(v);
+    // CASE, not AND: MySQL promises no order for AND's operands, and GET_LOCK must run only for a takeable claim.
     const update = `UPDATE ${this.#t} AS k SET k.fingerprint = ${fp}, k.path = ${path}, k.status = 'in_progress',
   k.token = ${hexText(v.token)}, k.locked_until = ${NOW_MS} + ${int(v.leaseMs)}, k.response = NULL,
   k.created_at = ${NOW_MS}, k.expires_at = ${NOW_MS} + ${int(v.ttlMs)}
-WHERE ${this.#where('k', v)} AND (${expiredAndFree('k')}
-  OR (k.status = 'in_progress' AND k.locked_until <= ${NOW_MS} AND k.fingerprint = ${fp} AND k.path = ${path}))`;
-    return this.#updateClaim(update, v.ttlMs, undefined);
+WHERE ${this.#where('k', v)} AND CASE WHEN k.status = 'in_progress'
+  THEN CASE WHEN ${expiredAndFree('k')} OR (k.locked_until <= ${NOW_MS} AND k.fingerprint = ${fp} AND k.path = ${path})
+    THEN GET_LOCK(${lock}, 0) = 1 ELSE FALSE END
+  ELSE ${expiredAndFree('k')} END`;
+    const claim = this.#updateClaim(update, v.ttlMs, undefined);
+    return async (c) => {
+      // Registered first: a failure after GET_LOCK still frees it.
+      c.onRelease(releaseLock(lock));
+      return claim(c);
+    };
   }
 
   /** A plain read: under READ COMMITTED it sees what the original committed, even after our claim waited. */
@@ -108,15 +147,20 @@ FROM ${this.#t} AS t WHERE ${this.#where('t', r)}`);
   }
 
   /**
-   * Extends the live leases of the listed owners; returns the token of each renewed one. MySQL has no RETURNING:
-   * one UPDATE per owner, its affected rows saying whether it still held a live lease (a lapsed one is never revived).
+   * Extends the leases of the listed owners; returns the token of each renewed one. MySQL has no RETURNING: one
+   * UPDATE per owner, its affected rows saying whether it was renewed. A holder whose handler's transaction holds the
+   * key's lease lock is renewed while that lock is held, also after its lease lapsed (nobody could take it over
+   * meanwhile); once its connection died the lock is free, the lease is left to run out and the holder is told.
+   * One still waiting for its transaction (no lock yet) is renewed only while its lease is live.
    */
-  renewLeases(owners: readonly (RowKey & { token: string })[], leaseMs: number): Step {
+  renewLeases(owners: readonly (RowKey & { token: string; locked: boolean })[], leaseMs: number): Step {
+    const lockHeld = `IS_FREE_LOCK(${this.#lockName('k.scope', 'k.`key`')}) = 0`;
     const updates = owners.map(
       (o) =>
         [
           o.token,
-          `UPDATE ${this.#t} AS k SET k.locked_until = ${NOW_MS} + ${int(leaseMs)} WHERE ${this.#owner('k', o, true)}`,
+          `UPDATE ${this.#t} AS k SET k.locked_until = ${NOW_MS} + ${int(leaseMs)}
+WHERE ${this.#owner('k', o, !o.locked)}${o.locked ? ` AND ${lockHeld}` : ''}`,
         ] as const,
     );
     return async (c) => {
@@ -129,12 +173,32 @@ FROM ${this.#t} AS t WHERE ${this.#where('t', r)}`);
   }
 
   /**
-   * First in the holder's handler transaction: whether `token` still owns the row. MySQL has no transaction-scoped
-   * advisory lock, so the liveness of a holder is its renewals alone (see the README's dialect table); the first
-   * step stands where Postgres takes its lock.
+   * First in the holder's handler transaction: takes the key's lease lock if `token` owns the row, then reads (a
+   * fresh READ COMMITTED snapshot, after the lock) whether it still does. MySQL has no transaction-scoped advisory
+   * lock: this is a named lock (GET_LOCK), which belongs to the connection's session, so a crashed holder's lock
+   * goes with its connection, and which the connection's release step frees when the transaction ends, however it
+   * ends, before the connection goes back to the pool (ConnectionSession). It is taken inside the transaction, so
+   * nothing of ours runs between the lock and the transaction. While it is held, `takeOverLease` never takes the
+   * claim over, whatever the renewals do. The second step's rows are empty when another call took the key over
+   * before the lock was held (or the lock stayed busy): the handler must not run.
    */
   holdLease(r: RowKey & { token: string }): Step[] {
-    return [async () => [], plain(`SELECT 1 AS owned FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`)];
+    const lock = this.leaseLockName(r);
+    let locked = false;
+    return [
+      async (c) => {
+        c.onRelease(releaseLock(lock));
+        const { rows } = await c.query(
+          `SELECT GET_LOCK(${lock}, ${HOLD_LOCK_WAIT_S}) AS locked FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`,
+        );
+        locked = Number(rows[0]?.locked) === 1;
+        return rows;
+      },
+      async (c) =>
+        locked
+          ? (await c.query(`SELECT 1 AS owned FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`)).rows
+          : [],
+    ];
   }
 
   releaseLease(r: RowKey & { token: string }): Step {
@@ -144,6 +208,20 @@ FROM ${this.#t} AS t WHERE ${this.#where('t', r)}`);
   storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number): Step {
     const update = `UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)} WHERE ${this.#owner('k', r, false)}`;
     return async (c) => (Number((await c.query(update)).numAffectedRows ?? 0) > 0 ? [{ stored: 1 }] : []);
+  }
+
+  /** The name of `r`'s lease lock, as an SQL expression (for tests and operators: `SELECT IS_USED_LOCK(…)`). */
+  leaseLockName(r: RowKey): string {
+    return this.#lockName(hexText(r.scope, MAX_SCOPE_BYTES), hexText(r.key));
+  }
+
+  /**
+   * The key's lease lock, named from (database, table, scope, key) as SQL expressions. Named locks are server-wide
+   * and at most 64 characters: a prefix and 160 bits of SHA-256 (57 characters). Two keys whose names collide only
+   * make one wait for the other's lock or answer 409 a while longer, never run twice: the row decides ownership.
+   */
+  #lockName(scope: string, key: string): string {
+    return `CONCAT('trpc-idempotency:', LEFT(SHA2(CONCAT(${this.#lockTable}, X'1F', ${scope}, X'1F', ${key}), 256), 40))`;
   }
 
   #where(a: string, r: RowKey): string {

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Row, Session, Statement } from '../../session.js';
 import { ConnectionSession, runSteps } from '../connection-session.js';
-import type { KeyStore } from '../dialect.js';
+import { ConnectionStore } from '../connection-store.js';
 import { type HeldConnection, holdConnection } from '../held-connection.js';
 import type { MysqlServer } from './mysql-statements.js';
 
@@ -29,10 +29,11 @@ export function mysqlRow(row: Row): Row {
  * The MySQL / MariaDB store: each transaction holds one pooled connection of the app's Kysely (mysql2 through
  * `MysqlDialect`, or any MySQL dialect) and runs READ COMMITTED, so a claim that waited for the original sees the
  * row it committed — MySQL's default REPEATABLE READ would show a stale snapshot.
+ *
+ * Renewals share the pool: a holder whose renewals cannot get a connection past its lease keeps its claim all the
+ * same, by the named lock its handler's connection holds (MysqlStatements.holdLease).
  */
-export class MysqlStore implements KeyStore {
-  readonly pipelined = false;
-  readonly singleConnection = false;
+export class MysqlStore extends ConnectionStore {
   readonly server: MysqlServer = { mariadb: false };
   #db: Kysely<any>;
   #detecting: Promise<void> | undefined;
@@ -40,6 +41,7 @@ export class MysqlStore implements KeyStore {
 
   /** `flavour` skips detection (tests run the MySQL 8 path on MariaDB with it). */
   constructor(db: Kysely<any>, flavour?: 'mysql' | 'mariadb') {
+    super();
     this.#db = db;
     if (flavour) {
       this.server.mariadb = flavour === 'mariadb';
@@ -63,7 +65,7 @@ export class MysqlStore implements KeyStore {
       this.server.mariadb = /mariadb/i.test(String(rows[0]?.v ?? ''));
       this.#detected = true;
     } finally {
-      held.release();
+      await held.release();
     }
   }
 
@@ -89,29 +91,14 @@ export class MysqlStore implements KeyStore {
     }
   }
 
-  /**
-   * Renewals share the pool. MySQL has no transaction-scoped advisory lock to prove a holder alive, so a holder whose
-   * renewals cannot get a connection past its lease can be taken over; its completion is then fenced by token.
-   */
-  async renew(statement: Statement): Promise<Row[]> {
-    return (await this.autocommit([statement]))[0] ?? [];
-  }
-
-  warmRenewals(): void {}
-
-  renewalsIdle(): void {}
-
-  commitThenBegin(): Promise<{ session: Session; rows: Row[][] }> {
-    throw new Error('idempotency: commitThenBegin needs the pg fast path');
-  }
-
   async autocommit(statements: readonly Statement[]): Promise<Row[][]> {
     await this.ready();
     const held = await this.hold();
     try {
       return await runSteps(held, statements);
     } finally {
-      held.release();
+      // After the steps' own release steps (a takeover's try of the lease lock): the pool never gets a lock back.
+      await held.release();
     }
   }
 }

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { AsyncMutex } from '../../async-mutex.js';
 import type { Row, Session, Statement } from '../../session.js';
 import { ConnectionSession } from '../connection-session.js';
-import type { KeyStore } from '../dialect.js';
+import { ConnectionStore } from '../connection-store.js';
 import { type HeldConnection, holdConnection } from '../held-connection.js';
 
 /** First and largest pause between two tries for the write lock another process holds. */
@@ -32,14 +32,13 @@ function sqliteRow(row: Row): Row {
  * busy_timeout 0 and a busy database is tried again after a pause, in JavaScript, until the bound runs out
  * (`wait` for a claim). In one process the calls queue (Kysely lends its one connection to one holder at a time,
  * and this store's mutex orders its own transactions): handlers must use ctx.idempotency.db, never the root db.
+ *
+ * Other processes may share the file: a claim's wait is bounded (by the BEGIN IMMEDIATE it needs), and lease mode
+ * renews. A renewal queues behind the running handler's transaction (one connection), which is harmless: that
+ * transaction holds the write lock, so no other connection or process can take the claim over meanwhile, however
+ * long the handler runs (dialect-lease-liveness.test.ts).
  */
-export class SqliteStore implements KeyStore {
-  readonly pipelined = false;
-  /**
-   * Other processes may share the file: a claim's wait is bounded (by the BEGIN IMMEDIATE it needs), and lease mode
-   * renews (a renewal queues behind the running handler's transaction, which holds the write lock anyway).
-   */
-  readonly singleConnection = false;
+export class SqliteStore extends ConnectionStore {
   #db: Kysely<any>;
   #mutex = new AsyncMutex();
   #defaultWaitMs: number;
@@ -51,6 +50,7 @@ export class SqliteStore implements KeyStore {
    * bound of their own: lease claims, completions, the handler's transaction in lease mode.
    */
   constructor(db: Kysely<any>, waitMs: number) {
+    super();
     this.#db = db;
     this.#defaultWaitMs = Math.max(waitMs, 1_000);
   }
@@ -63,8 +63,8 @@ export class SqliteStore implements KeyStore {
     const first = statements[0];
     const waitMs = typeof first === 'function' && first.lockWaitMs !== undefined ? first.lockWaitMs : undefined;
     const { held, unlock } = await this.#beginImmediate(waitMs ?? this.#defaultWaitMs);
-    const release = () => {
-      held.release();
+    const release = async () => {
+      await held.release();
       unlock();
     };
     const session = new ConnectionSession({ ...held, release }, this.#db, (after) => this.autocommit(after));
@@ -74,22 +74,6 @@ export class SqliteStore implements KeyStore {
       await session.rollback().catch(() => {});
       throw error;
     }
-  }
-
-  /**
-   * Renewals queue behind the running handler's transaction (one connection), which is harmless: no other process
-   * can take a claim over meanwhile, since the running transaction holds the write lock.
-   */
-  async renew(statement: Statement): Promise<Row[]> {
-    return (await this.autocommit([statement]))[0] ?? [];
-  }
-
-  warmRenewals(): void {}
-
-  renewalsIdle(): void {}
-
-  commitThenBegin(): Promise<{ session: Session; rows: Row[][] }> {
-    throw new Error('idempotency: commitThenBegin needs the pg fast path');
   }
 
   /** Our autocommit statements write: each list runs in its own BEGIN IMMEDIATE … COMMIT. */
@@ -110,7 +94,7 @@ export class SqliteStore implements KeyStore {
       await held.query('ROLLBACK').catch(() => {});
       throw error;
     } finally {
-      held.release();
+      await held.release();
       unlock();
     }
   }
@@ -141,7 +125,7 @@ export class SqliteStore implements KeyStore {
         return { held, unlock };
       } catch (error) {
         if (held && isSqliteBusy(error)) await dropLibsqlConnection(held);
-        held?.release();
+        await held?.release();
         unlock();
         const left = deadline - performance.now();
         if (!isSqliteBusy(error) || left <= 0) throw error;

@@ -1,0 +1,191 @@
+import { TRPCError } from '@trpc/server';
+import { createMariaDbDatabase, createSqliteFile, type MariaDbDatabase } from '@trpc-idempotency/test-db';
+import { type Kysely, sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MysqlStatements } from '../store/dialects/mysql/mysql-statements.js';
+import { parseTableName } from '../store/table-name.js';
+import { makeDialectApp } from './dialect-app.js';
+import { expectReason, failure } from './expectations.js';
+import { type AppDB, deferred, sleep, until } from './harness.js';
+
+let keySeq = 0;
+const newKey = () => `ll-${Date.now().toString(36)}-${++keySeq}`;
+
+/**
+ * Lease-mode liveness on MySQL / MariaDB: as on Postgres (lease-liveness.test.ts), a claim is taken over only when
+ * its holder's connection is gone, never because its renewals were starved; and the lock that proves a holder alive
+ * never stays on a pooled connection after its call.
+ */
+describe('lease liveness on mariadb', () => {
+  let m: MariaDbDatabase;
+  beforeAll(async () => {
+    m = await createMariaDbDatabase({ max: 2 });
+    await sql`CREATE TABLE payments (id INT AUTO_INCREMENT PRIMARY KEY, user_id VARCHAR(255) NOT NULL, amount INT NOT NULL, note TEXT)`.execute(
+      m.db,
+    );
+    await makeDialectApp({ db: m.db as Kysely<AppDB> }).idempotency.migrate();
+  });
+  afterAll(() => m?.drop());
+
+  const paymentsOf = async (userId: string) =>
+    (
+      await sql<{ amount: number }>`SELECT amount FROM payments WHERE user_id = ${userId} ORDER BY id`.execute(m.db)
+    ).rows.map((r) => Number(r.amount));
+  /** The one connection of a pool of 1 (mysql2 hands the idle one out again). */
+  const connectionId = async (db: Kysely<any>) =>
+    Number((await sql<{ id: number }>`SELECT CONNECTION_ID() AS id`.execute(db)).rows[0]?.id);
+  const statements = new MysqlStatements(parseTableName('idempotency_keys'), { mariadb: true });
+  /** The connection holding the key's lease lock (the apps' scope is `user:<userId>`), or null. */
+  const lockHolder = async (key: string, userId: string) => {
+    const name = statements.leaseLockName({ scope: `user:${userId}`, key });
+    const id = (await sql.raw<{ id: unknown }>(`SELECT IS_USED_LOCK(${name}) AS id`).execute(m.db)).rows[0]?.id;
+    return id == null ? null : Number(id);
+  };
+  /** Named locks still held by the one connection of `db`'s pool of 1 (released by the count). */
+  const leakedLocks = async (db: Kysely<any>) =>
+    Number((await sql<{ n: number }>`SELECT RELEASE_ALL_LOCKS() AS n`.execute(db)).rows[0]?.n);
+
+  it('never takes over a live holder whose renewals cannot get a connection (pool max 1, handler 4× the lease)', async () => {
+    // Instance A has one connection, held by its handler's transaction: no renewal of A gets through.
+    const dbA = m.connect({ max: 1 }) as Kysely<AppDB>;
+    const a = makeDialectApp({ db: dbA }, { mode: 'lease', lease: 300 });
+    const b = makeDialectApp({ db: m.connect({ max: 2 }) as Kysely<AppDB> }, { mode: 'lease', lease: 300, wait: 0 });
+    // Well past the lease, which nothing renewed: the holder is alive, so it keeps the key.
+    await expectLiveHolderKept(a, b, 1_200, m.db);
+    expect(await leakedLocks(dbA)).toBe(0);
+  });
+
+  it('takes over a holder whose connection was killed, once its lease ran out, and fences the holder off', async () => {
+    const dbA = m.connect({ max: 1 }) as Kysely<AppDB>;
+    const a = makeDialectApp({ db: dbA }, { mode: 'lease', lease: 300 });
+    const b = makeDialectApp(
+      { db: m.connect({ max: 2 }) as Kysely<AppDB> },
+      { mode: 'lease', lease: 300, wait: 10_000 },
+    );
+    const holder = await connectionId(dbA);
+    const gate = deferred();
+    a.control.gate = gate.promise;
+    const key = newKey();
+    const original = a.caller(key, 'live-dead').payments.create({ amount: 6 });
+    original.catch(() => {}); // Awaited below; a failure before that must not surface as an unhandled rejection.
+    await until(() => a.control.atGate === 1);
+    expect(await lockHolder(key, 'live-dead')).toBe(holder);
+    // The holder's connection dies (as when its server crashes): whatever proved it alive goes with it.
+    await sql.raw(`KILL ${holder}`).execute(m.db);
+    const taken = await b.caller(key, 'live-dead').payments.create({ amount: 6 });
+    expect(b.control.takeovers).toEqual([true]);
+    gate.resolve();
+    await expectReason(original, 'in_progress', 'CONFLICT');
+    expect(await a.caller(key, 'live-dead').payments.create({ amount: 6 })).toEqual(taken);
+    // The dead holder's write died with its transaction: one payment.
+    expect(await paymentsOf('live-dead')).toEqual([6]);
+  });
+
+  describe('gives the pooled connection back without the lease lock', () => {
+    it('after a success (the handler held it while it ran)', async () => {
+      const dbA = m.connect({ max: 1 }) as Kysely<AppDB>;
+      const a = makeDialectApp({ db: dbA }, { mode: 'lease', lease: 300 });
+      const holder = await connectionId(dbA);
+      const gate = deferred();
+      a.control.gate = gate.promise;
+      const key = newKey();
+      const call = a.caller(key, 'free-ok').payments.create({ amount: 1 });
+      await until(() => a.control.atGate === 1);
+      expect(await lockHolder(key, 'free-ok')).toBe(holder);
+      gate.resolve();
+      await call;
+      expect(await lockHolder(key, 'free-ok')).toBeNull();
+      expect(await leakedLocks(dbA)).toBe(0);
+    });
+
+    it('after the handler threw (5xx: claim freed; 4xx: error stored)', async () => {
+      const dbA = m.connect({ max: 1 }) as Kysely<AppDB>;
+      const a = makeDialectApp({ db: dbA }, { mode: 'lease', lease: 300 });
+      a.control.throwAfterWrite = () => new TRPCError({ code: 'BAD_GATEWAY', message: 'provider down' });
+      await failure(a.caller(newKey(), 'free-throw').payments.create({ amount: 2 }));
+      expect(await leakedLocks(dbA)).toBe(0);
+      a.control.throwAfterWrite = () => new TRPCError({ code: 'FORBIDDEN', message: 'no' });
+      await failure(a.caller(newKey(), 'free-throw').payments.create({ amount: 2 }));
+      expect(await leakedLocks(dbA)).toBe(0);
+      expect(await paymentsOf('free-throw')).toEqual([]);
+    });
+
+    it('after the completion failed (the token was replaced: nothing commits)', async () => {
+      const dbA = m.connect({ max: 2 }) as Kysely<AppDB>;
+      const a = makeDialectApp({ db: dbA }, { mode: 'lease', lease: 300 });
+      const gate = deferred();
+      a.control.gate = gate.promise;
+      const key = newKey();
+      const call = a.caller(key, 'free-fenced').payments.create({ amount: 3 });
+      await until(() => a.control.atGate === 1);
+      expect(await lockHolder(key, 'free-fenced')).not.toBeNull();
+      await sql`UPDATE idempotency_keys SET token = ${'someone-else'} WHERE \`key\` = ${key}`.execute(m.db);
+      gate.resolve();
+      await expectReason(call, 'in_progress', 'CONFLICT');
+      expect(await lockHolder(key, 'free-fenced')).toBeNull();
+      // Both connections of A's pool: neither may keep a lock.
+      const [first, second] = await Promise.all([leakedLocksHeld(dbA), leakedLocksHeld(dbA)]);
+      expect(first + second).toBe(0);
+      expect(await paymentsOf('free-fenced')).toEqual([]);
+    });
+  });
+
+  /** Like leakedLocks, but keeps the connection a moment so two calls get the pool's two connections. */
+  const leakedLocksHeld = (db: Kysely<any>) =>
+    db.connection().execute(async (c) => {
+      await sleep(50);
+      return leakedLocks(c);
+    });
+});
+
+/**
+ * SQLite: the running holder's transaction holds the database's write lock, so no other connection (or process) can
+ * take its claim over while it lives, however late its renewals (they queue behind that transaction).
+ */
+describe.each(['sqlite', 'libsql'] as const)('lease liveness on %s', (name) => {
+  let file: Awaited<ReturnType<typeof createSqliteFile>>;
+  const open = () => (name === 'sqlite' ? file.betterSqlite() : file.libsql()) as Kysely<AppDB>;
+  beforeAll(async () => {
+    file = await createSqliteFile();
+    const db = open();
+    await sql`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, amount INTEGER NOT NULL, note TEXT)`.execute(
+      db,
+    );
+    await makeDialectApp({ db }).idempotency.migrate();
+  });
+  afterAll(() => file?.drop());
+
+  it('never takes over a live holder whose renewals cannot run (handler 8× the lease)', async () => {
+    const a = makeDialectApp({ db: open() }, { mode: 'lease', lease: 300 });
+    const b = makeDialectApp({ db: open() }, { mode: 'lease', lease: 300, wait: 0 });
+    // Longer than the duplicate's bound on the write lock (its `wait`, at least 1 s) after the lease lapsed. A's
+    // renewals queue behind its own transaction, which holds the write lock: the duplicate cannot get past it to
+    // take the claim over within its bound, and answers 409.
+    await expectLiveHolderKept(a, b, 2_400, open());
+  });
+});
+
+/**
+ * Holder `a` runs a `delayMs` handler with no renewal getting through; past its lease, a duplicate on `b` (wait 0)
+ * must answer 409, and after the original's completion replay it: one execution, one payment.
+ */
+async function expectLiveHolderKept(
+  a: ReturnType<typeof makeDialectApp>,
+  b: ReturnType<typeof makeDialectApp>,
+  delayMs: number,
+  db: Kysely<any>,
+): Promise<void> {
+  a.control.delayMs = delayMs;
+  const key = newKey();
+  const original = a.caller(key, 'live-busy').payments.create({ amount: 5 });
+  await until(() => a.control.runs === 1);
+  await sleep(600);
+  await expectReason(b.caller(key, 'live-busy').payments.create({ amount: 5 }), 'in_progress', 'CONFLICT');
+  const result = await original;
+  expect(await b.caller(key, 'live-busy').payments.create({ amount: 5 })).toEqual(result);
+  expect([a.control.runs, b.control.runs]).toEqual([1, 0]);
+  const { rows } = await sql<{ amount: number }>`SELECT amount FROM payments WHERE user_id = ${'live-busy'}`.execute(
+    db,
+  );
+  expect(rows.map((r) => Number(r.amount))).toEqual([5]);
+}
