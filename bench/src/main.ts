@@ -1,5 +1,6 @@
 /**
- * `npm run bench [-- --quick] [--only overhead,replay,storm,round-trips,scaling,purge,client] [--contenders a,b]`
+ * `npm run bench [-- --quick] [--only overhead,replay,storm,round-trips,ledger,dialects,scaling,purge,client]
+ *  [--contenders a,b]`
  * Starts one HTTP server per contender (child processes), runs the scenarios, prints the tables and writes
  * bench/results/latest.json and docs/benchmarks.md (+ docs/benchmarks-ratios.svg).
  */
@@ -84,7 +85,7 @@ try {
   } else {
     log('! @trpc-idempotency/server is not built: benching the peers only');
   }
-  contenders.push({ name: 'classic', kind: 'classic' });
+  contenders.push({ name: 'classic', kind: 'classic' }, { name: 'classic-kysely', kind: 'classic-kysely' });
   if (await redisAnswers(redisUrl)) {
     contenders.push({ name: 'powertools', kind: 'powertools' }, { name: 'node-idempotency', kind: 'node-idempotency' });
   } else {
@@ -110,6 +111,11 @@ try {
     contenders,
     command: `npm run bench${params.quick ? ' -- --quick' : ''}`,
   };
+  // First, while the tables are small and no autovacuum is due: its WAL and CPU would land in the ledger.
+  if (wants('ledger')) {
+    section('per-call cost ledger (sequential)');
+    results.ledger = await (await import('./scenarios/ledger.ts')).ledgerScenario(env);
+  }
   if (wants('round-trips')) {
     section('round trips per request');
     results.roundTrips = await roundTripScenario(env);
@@ -133,6 +139,16 @@ try {
   if (oursOptions && wants('purge')) {
     section('purge under load');
     results.purge = await (await import('./scenarios/purge.ts')).purgeScenario(env);
+  }
+  if (oursOptions && wants('dialects')) {
+    section('dialects (in process, sequential)');
+    const { dialectSetups, dialectsScenario } = await import('./scenarios/dialects.ts');
+    results.dialects = await dialectsScenario({
+      calls: params.dialectCalls,
+      rounds: params.dialectRounds,
+      setups: await dialectSetups(tdb.url),
+      log,
+    });
   }
   if (clientAvailable && wants('client')) {
     section('client link');
