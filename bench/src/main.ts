@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { type BenchEnv, paramsFromArgs } from './bench-env.ts';
 import type { ContenderSpec } from './contenders/contender-spec.ts';
 import { closeLoadPools } from './load/http-load.ts';
-import { machineFacts } from './report/machine.ts';
+import { type MachineFacts, machineFacts } from './report/machine.ts';
 import { writeReport } from './report/write-report.ts';
 import type { BenchResults } from './results.ts';
 import { overheadScenario } from './scenarios/overhead.ts';
@@ -29,10 +29,10 @@ const only = onlyFlag >= 0 ? new Set(argv[onlyFlag + 1]?.split(',')) : undefined
 const wants = (name: string) => !only || only.has(name);
 const log = (line: string) => console.log(line);
 /** 1-minute load average when each scenario starts: how busy the machine was, for the report. */
-const loadSamples: { scenario: string; load: number }[] = [];
+const loadSamples: NonNullable<MachineFacts['loadSamples']> = [];
 const section = (name: string) => {
   const load = loadavg()[0] ?? 0;
-  loadSamples.push({ scenario: name, load });
+  loadSamples.push({ scenario: name, load, startedSecond: Math.round((Date.now() - started) / 1000) });
   log(`\n# ${name} (load ${load.toFixed(2)})`);
 };
 

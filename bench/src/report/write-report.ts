@@ -45,6 +45,18 @@ export async function writeReport(
   log(`\nwrote docs/benchmarks.md, docs/benchmarks-ratios.svg, bench/results/latest.json`);
 }
 
+/** How long each scenario took, from the second each started at (the last one ends with the run). */
+function scenarioSeconds(r: BenchResults): string {
+  const samples = r.machine.loadSamples ?? [];
+  const setup = samples[0]?.startedSecond;
+  const parts = samples.map((x, i) => {
+    const end = samples[i + 1]?.startedSecond ?? r.elapsedSeconds;
+    const took = x.startedSecond !== undefined && end !== undefined ? end - x.startedSecond : undefined;
+    return `${x.scenario.split(' (')[0]} ${took ?? '?'}`;
+  });
+  return [...(setup !== undefined ? [`servers and setup ${setup}`] : []), ...parts].join(', ');
+}
+
 const metMark = (met: boolean | undefined) => (met === undefined ? '–' : met ? 'yes' : 'no');
 
 function chart(r: BenchResults): string {
@@ -133,6 +145,7 @@ function markdown(r: BenchResults, root: string): string {
           '1-min load average',
           `${m.loadStart.toFixed(2)} at start, ${m.loadEnd?.toFixed(2) ?? '?'} at end; per scenario: ${(m.loadSamples ?? []).map((x) => `${x.scenario.split(' (')[0]} ${x.load.toFixed(1)}`).join(', ')}`,
         ],
+        ['wall time per scenario (s)', scenarioSeconds(r)],
       ],
     ),
     '',
