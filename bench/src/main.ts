@@ -111,54 +111,62 @@ try {
     contenders,
     command: `npm run bench${params.quick ? ' -- --quick' : ''}`,
   };
+  // A scenario that fails is reported and skipped; the run then counts as partial (docs left alone).
+  const failed: string[] = [];
+  const scenario = async (name: string, title: string, run: () => Promise<void>) => {
+    if (!wants(name)) return;
+    section(title);
+    try {
+      await run();
+    } catch (error) {
+      failed.push(name);
+      log(`! ${name} failed: ${(error as Error).stack ?? error}`);
+    }
+  };
   // First, while the tables are small and no autovacuum is due: its WAL and CPU would land in the ledger.
-  if (wants('ledger')) {
-    section('per-call cost ledger (sequential)');
+  await scenario('ledger', 'per-call cost ledger (sequential)', async () => {
     results.ledger = await (await import('./scenarios/ledger.ts')).ledgerScenario(env);
-  }
-  if (wants('round-trips')) {
-    section('round trips per request');
+  });
+  await scenario('round-trips', 'round trips per request', async () => {
     results.roundTrips = await roundTripScenario(env);
-  }
-  if (wants('overhead')) {
-    section('overhead (first executions, unique keys)');
+  });
+  await scenario('overhead', 'overhead (first executions, unique keys)', async () => {
     results.overhead = await overheadScenario(env);
-  }
-  if (wants('replay')) {
-    section('replay (completed keys)');
+  });
+  await scenario('replay', 'replay (completed keys)', async () => {
     results.replay = await replayScenario(env);
-  }
-  if (wants('storm')) {
-    section('duplicate storm');
+  });
+  await scenario('storm', 'duplicate storm', async () => {
     results.storm = await stormScenario(env);
-  }
-  if (oursOptions && wants('scaling')) {
-    section('scaling with table size');
-    results.scaling = await (await import('./scenarios/scaling.ts')).scalingScenario(env);
-  }
-  if (oursOptions && wants('purge')) {
-    section('purge under load');
-    results.purge = await (await import('./scenarios/purge.ts')).purgeScenario(env);
-  }
-  if (oursOptions && wants('dialects')) {
-    section('dialects (in process, sequential)');
-    const { dialectSetups, dialectsScenario } = await import('./scenarios/dialects.ts');
-    results.dialects = await dialectsScenario({
-      calls: params.dialectCalls,
-      rounds: params.dialectRounds,
-      setups: await dialectSetups(tdb.url),
-      log,
+  });
+  if (oursOptions) {
+    await scenario('scaling', 'scaling with table size', async () => {
+      results.scaling = await (await import('./scenarios/scaling.ts')).scalingScenario(env);
+    });
+    await scenario('purge', 'purge under load', async () => {
+      results.purge = await (await import('./scenarios/purge.ts')).purgeScenario(env);
+    });
+    await scenario('dialects', 'dialects (in process, sequential)', async () => {
+      const { dialectSetups, dialectsScenario } = await import('./scenarios/dialects.ts');
+      results.dialects = await dialectsScenario({
+        calls: params.dialectCalls,
+        rounds: params.dialectRounds,
+        setups: await dialectSetups(tdb.url),
+        log,
+      });
     });
   }
-  if (clientAvailable && wants('client')) {
-    section('client link');
-    results.client = await (await import('./scenarios/client-link.ts')).clientLinkScenario(env);
+  if (clientAvailable) {
+    await scenario('client', 'client link', async () => {
+      results.client = await (await import('./scenarios/client-link.ts')).clientLinkScenario(env);
+    });
   }
   machine.loadEnd = loadavg()[0] ?? 0;
   machine.loadSamples = loadSamples;
   results.elapsedSeconds = Math.round((Date.now() - started) / 1000);
-  // A partial run (--only, --contenders) never overwrites the complete run's results and docs.
-  const partial = only !== undefined || argv.includes('--contenders');
+  // A partial run (--only, --contenders, a failed scenario) never overwrites the complete run's results and docs.
+  const partial = only !== undefined || argv.includes('--contenders') || failed.length > 0;
+  if (failed.length) log(`! failed: ${failed.join(', ')}; results in bench/results/partial.json, docs left alone`);
   await mkdir(`${root}bench/results`, { recursive: true });
   const file = partial ? 'partial.json' : 'latest.json';
   await writeFile(`${root}bench/results/${file}`, `${JSON.stringify(results, null, 2)}\n`);

@@ -24,8 +24,8 @@ export interface ServerConfig {
   redisUrl: string;
   /** Size of the child's `pg` pool (the same for every contender). */
   poolMax: number;
-  /** Port to listen on; 0 lets the OS pick (BENCH_PORT_BASE keeps a run inside a port range). */
-  port?: number;
+  /** Ports to listen on (inclusive); unset lets the OS pick (BENCH_PORT_BASE keeps a run inside a range). */
+  portRange?: [number, number];
 }
 
 /** Marks every key a run sends, so runs never collide with rows of an earlier run. */

@@ -58,11 +58,24 @@ const server = createHTTPServer({
   },
 });
 server.keepAliveTimeout = 60_000;
-server.listen({ port: config.port ?? 0, host: '127.0.0.1', backlog: 4096 }, () => {
+
+// Inside a range, a random port, and another on EADDRINUSE: the range lies in the OS's ephemeral ports, so an
+// outgoing connection (anyone's) can hold any one of them.
+const pickPort = () => {
+  const range = config.portRange;
+  return range ? range[0] + Math.floor(Math.random() * (range[1] - range[0] + 1)) : 0;
+};
+let attempts = 0;
+server.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EADDRINUSE' || !config.portRange || ++attempts > 50) throw error;
+  server.listen({ port: pickPort(), host: '127.0.0.1', backlog: 4096 });
+});
+server.on('listening', () => {
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
   process.send?.({ type: 'ready', port });
 });
+server.listen({ port: pickPort(), host: '127.0.0.1', backlog: 4096 });
 
 process.on('message', (message: { type: string }) => {
   if (message.type === 'counters') {

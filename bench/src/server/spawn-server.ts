@@ -25,13 +25,12 @@ export const backendName = (contender: string) => `bench:${contender}`.slice(0, 
 
 const childPath = fileURLToPath(new URL('./child.ts', import.meta.url));
 
-// BENCH_PORT_BASE=43000 gives the servers consecutive ports from there (a shared machine's agreed range);
-// unset, each listens on a port the OS picks.
+// BENCH_PORT_BASE=43000 keeps the servers on ports 43000-43999 (a shared machine's agreed range); unset, each
+// listens on a port the OS picks.
 const portBase = Number(process.env.BENCH_PORT_BASE ?? 0);
-let spawned = 0;
 
 export async function spawnServer(config: ServerConfig): Promise<BenchServer> {
-  if (config.port === undefined && portBase > 0) config = { ...config, port: portBase + spawned++ };
+  if (config.portRange === undefined && portBase > 0) config = { ...config, portRange: [portBase, portBase + 999] };
   const child = fork(childPath, [], {
     // BENCH_CPU_PROF=<dir> writes a V8 CPU profile per server (read them with src/profile-summary.ts).
     execArgv: [
