@@ -42,8 +42,8 @@ export function paramsFromArgs(argv: string[]): BenchParams {
     purgeRows: num('purge-rows', quick ? 1e5 : 1e6),
     linkRounds: num('link-rounds', quick ? 3 : 5),
     outageCalls: num('outage-calls', quick ? 200 : 500),
-    ledgerCalls: num('ledger-calls', quick ? 100 : 400),
-    dialectCalls: num('dialect-calls', quick ? 100 : 400),
+    ledgerCalls: num('ledger-calls', quick ? 100 : 300),
+    dialectCalls: num('dialect-calls', quick ? 100 : 300),
     dialectRounds: num('dialect-rounds', quick ? 3 : 5),
   };
 }
