@@ -16,6 +16,11 @@ export interface BenchParams {
   purgeRows: number;
   linkRounds: number;
   outageCalls: number;
+  /** Sequential calls per ledger batch. */
+  ledgerCalls: number;
+  /** Sequential calls per dialect cell, and its rounds. */
+  dialectCalls: number;
+  dialectRounds: number;
 }
 
 export function paramsFromArgs(argv: string[]): BenchParams {
@@ -37,6 +42,9 @@ export function paramsFromArgs(argv: string[]): BenchParams {
     purgeRows: num('purge-rows', quick ? 1e5 : 1e6),
     linkRounds: num('link-rounds', quick ? 3 : 5),
     outageCalls: num('outage-calls', quick ? 200 : 500),
+    ledgerCalls: num('ledger-calls', quick ? 100 : 300),
+    dialectCalls: num('dialect-calls', quick ? 100 : 300),
+    dialectRounds: num('dialect-rounds', quick ? 3 : 5),
   };
 }
 

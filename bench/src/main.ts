@@ -1,5 +1,6 @@
 /**
- * `npm run bench [-- --quick] [--only overhead,replay,storm,round-trips,scaling,purge,client] [--contenders a,b]`
+ * `npm run bench [-- --quick] [--only overhead,replay,storm,round-trips,ledger,dialects,scaling,purge,client]
+ *  [--contenders a,b]`
  * Starts one HTTP server per contender (child processes), runs the scenarios, prints the tables and writes
  * bench/results/latest.json and docs/benchmarks.md (+ docs/benchmarks-ratios.svg).
  */
@@ -10,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { type BenchEnv, paramsFromArgs } from './bench-env.ts';
 import type { ContenderSpec } from './contenders/contender-spec.ts';
 import { closeLoadPools } from './load/http-load.ts';
-import { machineFacts } from './report/machine.ts';
+import { type MachineFacts, machineFacts } from './report/machine.ts';
 import { writeReport } from './report/write-report.ts';
 import type { BenchResults } from './results.ts';
 import { overheadScenario } from './scenarios/overhead.ts';
@@ -28,10 +29,10 @@ const only = onlyFlag >= 0 ? new Set(argv[onlyFlag + 1]?.split(',')) : undefined
 const wants = (name: string) => !only || only.has(name);
 const log = (line: string) => console.log(line);
 /** 1-minute load average when each scenario starts: how busy the machine was, for the report. */
-const loadSamples: { scenario: string; load: number }[] = [];
+const loadSamples: NonNullable<MachineFacts['loadSamples']> = [];
 const section = (name: string) => {
   const load = loadavg()[0] ?? 0;
-  loadSamples.push({ scenario: name, load });
+  loadSamples.push({ scenario: name, load, startedSecond: Math.round((Date.now() - started) / 1000) });
   log(`\n# ${name} (load ${load.toFixed(2)})`);
 };
 
@@ -84,7 +85,7 @@ try {
   } else {
     log('! @trpc-idempotency/server is not built: benching the peers only');
   }
-  contenders.push({ name: 'classic', kind: 'classic' });
+  contenders.push({ name: 'classic', kind: 'classic' }, { name: 'classic-kysely', kind: 'classic-kysely' });
   if (await redisAnswers(redisUrl)) {
     contenders.push({ name: 'powertools', kind: 'powertools' }, { name: 'node-idempotency', kind: 'node-idempotency' });
   } else {
@@ -110,39 +111,62 @@ try {
     contenders,
     command: `npm run bench${params.quick ? ' -- --quick' : ''}`,
   };
-  if (wants('round-trips')) {
-    section('round trips per request');
+  // A scenario that fails is reported and skipped; the run then counts as partial (docs left alone).
+  const failed: string[] = [];
+  const scenario = async (name: string, title: string, run: () => Promise<void>) => {
+    if (!wants(name)) return;
+    section(title);
+    try {
+      await run();
+    } catch (error) {
+      failed.push(name);
+      log(`! ${name} failed: ${(error as Error).stack ?? error}`);
+    }
+  };
+  // First, while the tables are small and no autovacuum is due: its WAL and CPU would land in the ledger.
+  await scenario('ledger', 'per-call cost ledger (sequential)', async () => {
+    results.ledger = await (await import('./scenarios/ledger.ts')).ledgerScenario(env);
+  });
+  await scenario('round-trips', 'round trips per request', async () => {
     results.roundTrips = await roundTripScenario(env);
-  }
-  if (wants('overhead')) {
-    section('overhead (first executions, unique keys)');
+  });
+  await scenario('overhead', 'overhead (first executions, unique keys)', async () => {
     results.overhead = await overheadScenario(env);
-  }
-  if (wants('replay')) {
-    section('replay (completed keys)');
+  });
+  await scenario('replay', 'replay (completed keys)', async () => {
     results.replay = await replayScenario(env);
-  }
-  if (wants('storm')) {
-    section('duplicate storm');
+  });
+  await scenario('storm', 'duplicate storm', async () => {
     results.storm = await stormScenario(env);
+  });
+  if (oursOptions) {
+    await scenario('scaling', 'scaling with table size', async () => {
+      results.scaling = await (await import('./scenarios/scaling.ts')).scalingScenario(env);
+    });
+    await scenario('purge', 'purge under load', async () => {
+      results.purge = await (await import('./scenarios/purge.ts')).purgeScenario(env);
+    });
+    await scenario('dialects', 'dialects (in process, sequential)', async () => {
+      const { dialectSetups, dialectsScenario } = await import('./scenarios/dialects.ts');
+      results.dialects = await dialectsScenario({
+        calls: params.dialectCalls,
+        rounds: params.dialectRounds,
+        setups: await dialectSetups(tdb.url),
+        log,
+      });
+    });
   }
-  if (oursOptions && wants('scaling')) {
-    section('scaling with table size');
-    results.scaling = await (await import('./scenarios/scaling.ts')).scalingScenario(env);
-  }
-  if (oursOptions && wants('purge')) {
-    section('purge under load');
-    results.purge = await (await import('./scenarios/purge.ts')).purgeScenario(env);
-  }
-  if (clientAvailable && wants('client')) {
-    section('client link');
-    results.client = await (await import('./scenarios/client-link.ts')).clientLinkScenario(env);
+  if (clientAvailable) {
+    await scenario('client', 'client link', async () => {
+      results.client = await (await import('./scenarios/client-link.ts')).clientLinkScenario(env);
+    });
   }
   machine.loadEnd = loadavg()[0] ?? 0;
   machine.loadSamples = loadSamples;
   results.elapsedSeconds = Math.round((Date.now() - started) / 1000);
-  // A partial run (--only, --contenders) never overwrites the complete run's results and docs.
-  const partial = only !== undefined || argv.includes('--contenders');
+  // A partial run (--only, --contenders, a failed scenario) never overwrites the complete run's results and docs.
+  const partial = only !== undefined || argv.includes('--contenders') || failed.length > 0;
+  if (failed.length) log(`! failed: ${failed.join(', ')}; results in bench/results/partial.json, docs left alone`);
   await mkdir(`${root}bench/results`, { recursive: true });
   const file = partial ? 'partial.json' : 'latest.json';
   await writeFile(`${root}bench/results/${file}`, `${JSON.stringify(results, null, 2)}\n`);

@@ -2,6 +2,8 @@ import type { BenchParams } from './bench-env.ts';
 import type { ContenderSpec } from './contenders/contender-spec.ts';
 import type { MachineFacts } from './report/machine.ts';
 import type { ClientLinkResult } from './scenarios/client-link.ts';
+import type { DialectRow } from './scenarios/dialects.ts';
+import type { LedgerRow } from './scenarios/ledger.ts';
 import type { OverheadRow } from './scenarios/overhead.ts';
 import type { PurgeResult } from './scenarios/purge.ts';
 import type { ReplayRow } from './scenarios/replay.ts';
@@ -23,4 +25,6 @@ export interface BenchResults {
   scaling?: ScalingRow[];
   purge?: PurgeResult;
   client?: ClientLinkResult;
+  ledger?: LedgerRow[];
+  dialects?: DialectRow[];
 }

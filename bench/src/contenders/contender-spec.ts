@@ -1,5 +1,5 @@
 /** Which idempotency implementation a bench server runs in front of the same handlers. */
-export type ContenderKind = 'plain' | 'ours' | 'classic' | 'powertools' | 'node-idempotency';
+export type ContenderKind = 'plain' | 'ours' | 'classic' | 'classic-kysely' | 'powertools' | 'node-idempotency';
 
 /** Everything a child server needs to build its router; sent to it as JSON. */
 export interface ContenderSpec {
@@ -24,6 +24,8 @@ export interface ServerConfig {
   redisUrl: string;
   /** Size of the child's `pg` pool (the same for every contender). */
   poolMax: number;
+  /** Ports to listen on (inclusive); unset lets the OS pick (BENCH_PORT_BASE keeps a run inside a range). */
+  portRange?: [number, number];
 }
 
 /** Marks every key a run sends, so runs never collide with rows of an earlier run. */

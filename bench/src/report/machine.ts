@@ -15,7 +15,7 @@ export interface MachineFacts {
   loadStart: number;
   loadEnd?: number;
   /** 1-minute load average as each scenario started. */
-  loadSamples?: { scenario: string; load: number }[];
+  loadSamples?: { scenario: string; load: number; startedSecond?: number }[];
 }
 
 export async function machineFacts(db: Kysely<any>, redisUrl: string): Promise<MachineFacts> {

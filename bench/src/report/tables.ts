@@ -1,6 +1,7 @@
 import { round1, round2 } from '../load/stats.ts';
 import type { BenchResults } from '../results.ts';
 import { formatRatio } from '../scenarios/overhead.ts';
+import { checkGoals } from './goals.ts';
 
 /** A markdown table (also readable in a terminal). */
 export function table(head: string[], rows: (string | number)[][]): string[] {
@@ -100,6 +101,7 @@ export function stormTable(results: BenchResults): string[] {
 
 export function printTables(results: BenchResults): string[] {
   const out: string[] = [];
+  if (results.ledger) out.push('', '## Per-call cost ledger', ...ledgerTable(results));
   if (results.roundTrips) out.push('', '## Round trips per request', ...roundTripTable(results));
   if (results.overhead) {
     out.push('', '## Overhead, light handler', ...overheadTable(results, 'light'));
@@ -109,6 +111,7 @@ export function printTables(results: BenchResults): string[] {
   if (results.storm) out.push('', '## Duplicate storm', ...stormTable(results));
   if (results.scaling) out.push('', '## Scaling with table size', ...scalingTable(results));
   if (results.purge) out.push('', '## Purge under load', ...purgeTable(results));
+  if (results.dialects) out.push('', '## Dialects (in process)', ...dialectsTable(results));
   if (results.client) {
     out.push('', '## Client link overhead', ...linkTable(results));
     out.push('', '## Retry amplification in a full outage', ...outageTable(results));
@@ -221,5 +224,60 @@ export function costModelTable(results: BenchResults, handler: 'light' | 'paymen
         `${r.ratio.median.toFixed(2)}×`,
       ];
     }),
+  );
+}
+
+const f2 = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : '–');
+const int = (n: number) => (Number.isFinite(n) ? String(Math.round(n)) : '–');
+
+export function goalsTable(results: BenchResults): string[] {
+  return table(
+    ['goal', 'ratio', 'median (min–max)', 'target', 'met'],
+    checkGoals(results).map((g) => [
+      g.goal,
+      g.ratio,
+      g.ratioSpread ? formatRatio(g.ratioSpread) : '–',
+      `≥ ${g.target}`,
+      g.met === undefined ? '–' : g.met ? 'yes' : 'no',
+    ]),
+  );
+}
+
+/** The per-call ledger: one row per contender and call kind. */
+export function ledgerTable(results: BenchResults): string[] {
+  return table(
+    [
+      'contender',
+      'call',
+      'round trips',
+      'statements',
+      'Redis cmds',
+      'transactions',
+      'key rows ins / upd (HOT) / del',
+      'WAL B (this DB)',
+      'WAL B (server)',
+      'Postgres CPU µs',
+      'Node CPU µs',
+    ],
+    (results.ledger ?? []).map((r) => [
+      r.contender,
+      r.call,
+      f2(r.roundTrips),
+      f2(r.statements),
+      f2(r.redis),
+      f2(r.transactions),
+      `${f2(r.keyInserts)} / ${f2(r.keyUpdates)} (${f2(r.keyHotUpdates)}) / ${f2(r.keyDeletes)}`,
+      int(r.walBytes),
+      int(r.walBytesCluster),
+      int(r.serverCpuMicros),
+      int(r.clientCpuMicros),
+    ]),
+  );
+}
+
+export function dialectsTable(results: BenchResults): string[] {
+  return table(
+    ['dialect', 'handler', 'plain calls/s', 'ours calls/s', 'ours ÷ plain (min–max)'],
+    (results.dialects ?? []).map((r) => [r.dialect, r.handler, int(r.plain), int(r.ours), formatRatio(r.ratio)]),
   );
 }

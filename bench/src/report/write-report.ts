@@ -2,9 +2,13 @@ import { existsSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import type { Spread } from '../load/stats.ts';
 import type { BenchResults } from '../results.ts';
+import { checkGoals } from './goals.ts';
 import { type ChartGroup, ratioChart } from './svg-chart.ts';
 import {
   costModelTable,
+  dialectsTable,
+  goalsTable,
+  ledgerTable,
   linkTable,
   outageTable,
   overheadTable,
@@ -28,6 +32,8 @@ export async function writeReport(
   for (const line of printTables(results)) log(line);
   const targets = checkTargets(results);
   log('');
+  for (const line of goalsTable(results)) log(line);
+  log('');
   for (const line of table(
     ['target', 'measured', 'met'],
     targets.map((t) => [t.target, t.measured, metMark(t.met)]),
@@ -37,6 +43,18 @@ export async function writeReport(
   await writeFile(`${root}docs/benchmarks-ratios.svg`, chart(results));
   await writeFile(`${root}docs/benchmarks.md`, markdown(results, root));
   log(`\nwrote docs/benchmarks.md, docs/benchmarks-ratios.svg, bench/results/latest.json`);
+}
+
+/** How long each scenario took, from the second each started at (the last one ends with the run). */
+function scenarioSeconds(r: BenchResults): string {
+  const samples = r.machine.loadSamples ?? [];
+  const setup = samples[0]?.startedSecond;
+  const parts = samples.map((x, i) => {
+    const end = samples[i + 1]?.startedSecond ?? r.elapsedSeconds;
+    const took = x.startedSecond !== undefined && end !== undefined ? end - x.startedSecond : undefined;
+    return `${x.scenario.split(' (')[0]} ${took ?? '?'}`;
+  });
+  return [...(setup !== undefined ? [`servers and setup ${setup}`] : []), ...parts].join(', ');
 }
 
 const metMark = (met: boolean | undefined) => (met === undefined ? '–' : met ? 'yes' : 'no');
@@ -55,6 +73,29 @@ function chart(r: BenchResults): string {
     groups.push({
       title: 'Replays (completed keys), throughput ÷ plain first executions',
       rows: r.replay.map((x) => ({ contender: x.contender, values: [x.ratioLight, x.ratioPayment] })),
+    });
+  }
+  const goals = checkGoals(r).filter((g) => g.ratioSpread);
+  if (goals.length) {
+    // A goal measured on the light handler (or light replays) takes the first slot, payment the second.
+    const slot = (g: (typeof goals)[number]) => (/payment/.test(g.goal + g.ratio) ? 1 : 0);
+    groups.push({
+      title: 'Goals (issue 15): each ratio to its own reference',
+      rows: goals.map((g) => {
+        const values: (Spread | undefined)[] = [undefined, undefined];
+        values[slot(g)] = g.ratioSpread;
+        return { contender: `${g.goal.split(' (')[0]} (≥${g.target})`, values };
+      }),
+    });
+  }
+  if (r.dialects?.length) {
+    const dialects = [...new Set(r.dialects.map((d) => d.dialect))];
+    groups.push({
+      title: 'Dialects, in process: ours ÷ plain handler on the same database',
+      rows: dialects.map((d) => ({
+        contender: d.replace(/ \(.*/, '').replace('Postgres', `Postgres ${/general/.test(d) ? 'general' : 'pool'}`),
+        values: ['light', 'payment'].map((h) => r.dialects?.find((x) => x.dialect === d && x.handler === h)?.ratio),
+      })),
     });
   }
   return ratioChart(
@@ -83,7 +124,7 @@ function markdown(r: BenchResults, root: string): string {
     'would pick instead, measured in one run. These are measurements, not tests: rerun them on your machine.',
     '',
     '```sh',
-    'npm run bench              # full run (about 10 minutes)',
+    `npm run bench              # full run (${r.params.quick ? 'about 15 minutes' : `${Math.round((r.elapsedSeconds ?? 0) / 60)} minutes here`})`,
     'npm run bench -- --quick   # CI-sized run (a few minutes)',
     '```',
     '',
@@ -104,6 +145,7 @@ function markdown(r: BenchResults, root: string): string {
           '1-min load average',
           `${m.loadStart.toFixed(2)} at start, ${m.loadEnd?.toFixed(2) ?? '?'} at end; per scenario: ${(m.loadSamples ?? []).map((x) => `${x.scenario.split(' (')[0]} ${x.load.toFixed(1)}`).join(', ')}`,
         ],
+        ['wall time per scenario (s)', scenarioSeconds(r)],
       ],
     ),
     '',
@@ -128,7 +170,9 @@ function markdown(r: BenchResults, root: string): string {
     '  ratio and (min–max) across rounds.',
     '- Contenders: **plain** (no idempotency, the floor); **ours** in transaction and lease mode, with and without',
     '  the raw `pg` pool fast path (`+pool`); **classic** (claim with `INSERT … ON CONFLICT DO NOTHING`, run,',
-    "  separate `UPDATE … status = 'done'`, no shared transaction; written for this bench on `pg`);",
+    "  separate `UPDATE … status = 'done'`, no shared transaction; its statements on the raw `pg` pool);",
+    '  **classic-kysely** (the same pattern with every statement built and run through Kysely, as a Kysely app',
+    '  would write it, and as ours and the handler run: the like-for-like reference of goal 2);',
     '  **powertools** (`@aws-lambda-powertools/idempotency` 2.35, Redis persistence via `@redis/client`);',
     '  **node-idempotency** (`@node-idempotency/core` 1.0.11 + its Redis adapter). The peers are wrapped as tRPC',
     '  middlewares in `bench/src/contenders/`. The Redis peers are not atomic with the business write: a crash',
@@ -136,7 +180,16 @@ function markdown(r: BenchResults, root: string): string {
     '',
     '![throughput ratios to plain](benchmarks-ratios.svg)',
     '',
-    '## Targets',
+    '## Goals',
+    '',
+    "Issue 15's goals, each a ratio taken round by round between two cells of the same interleaved run (so both",
+    'sides share the noise of that round), reported as the median over rounds with its min–max spread. Ours is',
+    "`ours-tx+pool` (transaction mode with the raw `pg` pool, the README's configuration). Goal 4 on MariaDB and",
+    'SQLite comes from the in-process dialects table below (sequential calls, no HTTP).',
+    '',
+    ...goalsTable(r),
+    '',
+    '## Other targets',
     '',
     ...table(
       ['target', 'measured', 'met'],
@@ -161,6 +214,25 @@ function markdown(r: BenchResults, root: string): string {
       '**payment handler**',
       '',
       ...costModelTable(r, 'payment'),
+      '',
+    );
+  }
+  if (r.ledger) {
+    lines.push(
+      '## Per-call cost ledger',
+      '',
+      `Each contender alone, one call at a time (${p.ledgerCalls} calls per row after a warm-up), so every figure is a`,
+      'count divided by the calls, independent of the rate. *Round trips*: `pg` `Client.query` calls of the',
+      'server process; *statements*: the SQL statements in them (a multi-statement string counts each);',
+      '*transactions*: commits + rollbacks the bench database counted (`pg_stat_database`; it includes one or two',
+      "of the ledger's own statements per batch, the +0.01–0.02 on every row); *key rows*: inserted,",
+      "updated (of which HOT) and deleted rows of the key table (ours' or classic's, `pg_stat_user_tables`); *WAL*:",
+      "the WAL records of the bench database's relations and of the same transactions (`pg_walinspect`), and the",
+      "whole server's WAL advance (`pg_wal_lsn_diff`, which counts other databases' work on a shared server too);",
+      "*Postgres CPU*: the contender's backends (`/proc/<pid>/schedstat`); *Node CPU*: the server process",
+      '(`process.cpuUsage()`, HTTP handling included). A *replay* sends the light keys again after they completed.',
+      '',
+      ...ledgerTable(r),
       '',
     );
   }
@@ -200,6 +272,23 @@ function markdown(r: BenchResults, root: string): string {
       'The ratios divide by plain first executions measured in the same rounds.',
       '',
       ...replayTable(r),
+      '',
+    );
+  }
+  if (r.dialects) {
+    lines.push(
+      '## Dialects',
+      '',
+      'Ours against the same handler without idempotency on the same database, per dialect, in process (tRPC',
+      '`createCaller`, no HTTP, one call at a time, so the database and the middleware are all that differ —',
+      'stricter than the HTTP tables above, where tRPC and HTTP dilute both sides). Ours in transaction mode, a',
+      `fresh key per call; ${p.dialectCalls} calls per cell, ${p.dialectRounds} rounds, plain and ours alternating (order rotated),`,
+      'ratio per round, median (min–max). Handlers as above: **light** one insert; **payment** a read of one of 1,000',
+      'accounts (`FOR UPDATE` except on SQLite, whose transaction holds the write lock), an insert, a debit.',
+      'Postgres appears on both paths for comparison; MariaDB in a database of its own, SQLite and libSQL on WAL',
+      'files in a temporary directory.',
+      '',
+      ...dialectsTable(r),
       '',
     );
   }

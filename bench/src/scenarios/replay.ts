@@ -6,6 +6,8 @@ import { median, type Spread, spread } from '../load/stats.ts';
 export interface ReplayRow {
   contender: string;
   rps: number;
+  /** req/s per round, in round order (the goals divide contenders round by round). */
+  roundRps: number[];
   p50: number;
   p99: number;
   /** Per-round ratio to plain first executions of the light handler (the cheaper floor). */
@@ -61,6 +63,7 @@ export async function replayScenario(env: BenchEnv): Promise<ReplayRow[]> {
     return {
       contender: name,
       rps: median(runs.map((r) => r.rps)),
+      roundRps: runs.map((r) => r.rps),
       p50: median(runs.map((r) => r.p50)),
       p99: median(runs.map((r) => r.p99)),
       ratioLight: spread(runs.map((r, i) => r.rps / (plainLight[i]?.rps ?? Number.NaN))),

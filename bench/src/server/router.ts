@@ -16,6 +16,8 @@ async function guardFor(config: ServerConfig, db: Kysely<any>, pool: pg.Pool, re
       return undefined;
     case 'classic':
       return (await import('../contenders/classic.ts')).classicMiddleware(pool) as BenchMiddleware;
+    case 'classic-kysely':
+      return (await import('../contenders/classic.ts')).classicKyselyMiddleware(db) as BenchMiddleware;
     case 'powertools':
       return (await (
         await import('../contenders/powertools.ts')

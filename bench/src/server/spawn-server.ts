@@ -4,6 +4,8 @@ import type { ServerConfig } from '../contenders/contender-spec.ts';
 
 export interface ServerCounters {
   queries: number;
+  /** SQL statements in those round trips (a multi-statement string counts each). */
+  statements: number;
   redis: number;
   cpuMicros: number;
 }
@@ -18,9 +20,17 @@ export interface BenchServer {
   stop(): Promise<void>;
 }
 
+/** The `application_name` of a contender's Postgres connections. */
+export const backendName = (contender: string) => `bench:${contender}`.slice(0, 63);
+
 const childPath = fileURLToPath(new URL('./child.ts', import.meta.url));
 
+// BENCH_PORT_BASE=43000 keeps the servers on ports 43000-43999 (a shared machine's agreed range); unset, each
+// listens on a port the OS picks.
+const portBase = Number(process.env.BENCH_PORT_BASE ?? 0);
+
 export async function spawnServer(config: ServerConfig): Promise<BenchServer> {
+  if (config.portRange === undefined && portBase > 0) config = { ...config, portRange: [portBase, portBase + 999] };
   const child = fork(childPath, [], {
     // BENCH_CPU_PROF=<dir> writes a V8 CPU profile per server (read them with src/profile-summary.ts).
     execArgv: [
@@ -50,7 +60,7 @@ export async function spawnServer(config: ServerConfig): Promise<BenchServer> {
         const onMessage = (m: { type: string } & ServerCounters) => {
           if (m.type !== 'counters') return;
           child.off('message', onMessage);
-          resolve({ queries: m.queries, redis: m.redis, cpuMicros: m.cpuMicros });
+          resolve({ queries: m.queries, statements: m.statements, redis: m.redis, cpuMicros: m.cpuMicros });
         };
         child.on('message', onMessage);
         child.send({ type: 'counters' });
