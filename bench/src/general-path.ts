@@ -115,15 +115,22 @@ function input(): PaymentInput {
   return { accountId: 1 + Math.floor(Math.random() * ACCOUNTS), amount: 1 };
 }
 
+/** Client CPU µs per call of each contender's rounds (all of it on SQLite, in process; less noisy than time). */
+const cpu = new Map<Call, number[]>();
+
 async function rate(call: Call): Promise<number> {
   let next = 0;
+  const used = process.cpuUsage();
   const start = performance.now();
   await Promise.all(
     Array.from({ length: CONC }, async () => {
       while (next < CALLS) await call(next++);
     }),
   );
-  return CALLS / ((performance.now() - start) / 1000);
+  const elapsed = performance.now() - start;
+  const { user, system } = process.cpuUsage(used);
+  cpu.set(call, [...(cpu.get(call) ?? []), (user + system) / CALLS]);
+  return CALLS / (elapsed / 1000);
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -150,7 +157,12 @@ async function compare(title: string, contenders: Contender[], pairs: [string, s
       );
     }
     console.log(`\n${title} — ${handler} (${CALLS} calls × ${ROUNDS} rounds, concurrency ${CONC})`);
-    for (const c of contenders) console.log(`  ${c.name}: ${median(rates.get(c.name)!).toFixed(0)} calls/s`);
+    for (const c of contenders) {
+      const us = cpu.get(c.call[handler])!.slice(1); // without the warm-up round
+      console.log(
+        `  ${c.name}: ${median(rates.get(c.name)!).toFixed(0)} calls/s, ${median(us).toFixed(0)} µs client CPU/call`,
+      );
+    }
     for (const [a, b] of pairs) {
       const ra = rates.get(a)!;
       const rb = rates.get(b)!;
