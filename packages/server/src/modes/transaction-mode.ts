@@ -57,8 +57,8 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
 }
 
 /**
- * Opens the transaction with the claim (or the takeover of an expired row) and, on the fast path, the savepoint,
- * in one round trip. Returns the open session when this call owns the key. Otherwise reads the row — a new
+ * Opens the transaction with the claim (or the takeover of an expired row) and, on the fast path and the joined
+ * general path, the savepoint, in one round trip. Returns the open session when this call owns the key. Otherwise reads the row — a new
  * statement, so after a wait it sees what the original committed — and rolls back in the same round trip.
  */
 async function claimKey(
@@ -71,6 +71,14 @@ async function claimKey(
   // On one connection nothing can hold a lock on our row: no wait to bound. Else what is left of `wait`.
   const waitMs = store.singleConnection ? undefined : Math.max(0, Math.ceil(call.deadline - performance.now()));
   const claim = takeOver ? sql.takeOverTransaction(values, waitMs) : sql.claimTransaction(values, waitMs);
+  const joined = store.beginClaim?.([claim, sql.savepoint()], call);
+  if (joined) {
+    // The general path on node-postgres: claim and savepoint in one round trip, ownership told by a check.
+    const { session, owned } = await joined;
+    if (owned) return { session };
+    const readAt = performance.now();
+    return { existing: (await session.finish([sql.select(call)]))[0]?.[0], readAt };
+  }
   const { session, rows } = await store.begin(store.pipelined ? [claim, sql.savepoint()] : [claim]);
   const owned = rows[0]?.[0];
   if (owned?.expires_ms == null) {

@@ -1,4 +1,6 @@
 import { CompiledQuery, type ControlledTransaction, type Kysely, type QueryExecutor } from 'kysely';
+import { type HeldConnection, holdConnection } from './dialects/held-connection.js';
+import { SessionConnectionProvider } from './handler-db.js';
 import { CommitRolledBackError, type Row, runThenRollback, type Session } from './session.js';
 
 /**
@@ -71,4 +73,135 @@ export class KyselySession implements Session {
     for (const text of after) out.push((await this.#root.executeQuery<Row>(CompiledQuery.raw(text, []))).rows);
     return out;
   }
+}
+
+/** SQLSTATE of a division by zero: the only division in a joined claim is the check that fails unless it owns the key. */
+const NOT_CLAIMED = '22012';
+
+/**
+ * The general path on a driver that sends a text without parameters as one simple-protocol round trip, however
+ * many statements it holds (node-postgres through Kysely's PostgresDialect; `Store` probes for it once). Kysely
+ * then returns no rows for the text (node-postgres answers an array, which Kysely's PostgresConnection does not
+ * read), so only statements whose rows nobody reads are joined: the claim (whose outcome a check after the
+ * savepoint reports by failing, see `beginClaim`) and a commit's statements. Everything else runs one statement
+ * per round trip, as in `KyselySession`. BEGIN and COMMIT are ours, on a connection held for the transaction.
+ */
+export class JoinedSession implements Session {
+  readonly executor: QueryExecutor;
+  #held: HeldConnection;
+  #provider: SessionConnectionProvider;
+  #root: Kysely<any>;
+  #done = false;
+
+  private constructor(held: HeldConnection, root: Kysely<any>) {
+    this.#held = held;
+    this.#root = root;
+    this.#provider = new SessionConnectionProvider(held.connection);
+    // The handler's queries keep the app's plugins (CamelCasePlugin, …).
+    this.executor = root.getExecutor().withConnectionProvider(this.#provider);
+  }
+
+  /** BEGIN ISOLATION LEVEL READ COMMITTED, then `statements` one by one (their rows are returned). */
+  static async begin(
+    db: Kysely<any>,
+    statements: readonly string[],
+  ): Promise<{ session: JoinedSession; rows: Row[][] }> {
+    const session = new JoinedSession(await holdConnection(db, sameRow), db);
+    try {
+      await session.#send([BEGIN]);
+      return { session, rows: await session.run(statements) };
+    } catch (error) {
+      await session.rollback().catch(() => {});
+      throw error;
+    }
+  }
+
+  /**
+   * Transaction mode's claim in one round trip: BEGIN, `statements` (the claim, then the handler's savepoint), then
+   * `check`, which divides by zero unless this transaction wrote the key's row. Its failure aborts only the
+   * savepoint's subtransaction, so `ROLLBACK TO SAVEPOINT` keeps the claim's transaction, its lock wait and its
+   * snapshot setting for the read of the row that follows (`finish`).
+   */
+  static async beginClaim(
+    db: Kysely<any>,
+    statements: readonly string[],
+    check: string,
+    rollbackToSavepoint: string,
+  ): Promise<{ session: JoinedSession; owned: boolean }> {
+    const session = new JoinedSession(await holdConnection(db, sameRow), db);
+    try {
+      await session.#send([BEGIN, ...statements, check]);
+      return { session, owned: true };
+    } catch (error) {
+      if ((error as { code?: unknown })?.code === NOT_CLAIMED) {
+        try {
+          await session.#send([rollbackToSavepoint]);
+          return { session, owned: false };
+        } catch (again) {
+          await session.rollback().catch(() => {});
+          throw again;
+        }
+      }
+      await session.rollback().catch(() => {});
+      throw error;
+    }
+  }
+
+  async run(statements: readonly string[]): Promise<Row[][]> {
+    const out: Row[][] = [];
+    for (const text of statements) out.push((await this.#held.query(text)).rows);
+    return out;
+  }
+
+  /** `statements` and COMMIT in one round trip. */
+  async commit(statements: readonly string[]): Promise<void> {
+    this.#provider.close();
+    let rows: Row[];
+    try {
+      rows = (await this.#send([...statements, 'COMMIT'])).rows;
+    } catch (error) {
+      await this.rollback().catch(() => {});
+      throw error;
+    }
+    this.#release();
+    // A lone COMMIT of an aborted transaction answers ROLLBACK (Kysely reports the command as a row); with statements
+    // ahead of it, the first of them would have failed instead.
+    if (rows[0]?.command === 'ROLLBACK') throw new CommitRolledBackError();
+  }
+
+  finish(statements: readonly string[]): Promise<Row[][]> {
+    return runThenRollback(this, statements);
+  }
+
+  async rollback(after: readonly string[] = []): Promise<Row[][]> {
+    if (!this.#done) {
+      this.#provider.close();
+      try {
+        await this.#held.query('ROLLBACK');
+      } finally {
+        this.#release();
+      }
+    }
+    const out: Row[][] = [];
+    for (const text of after) out.push((await this.#root.executeQuery<Row>(CompiledQuery.raw(text, []))).rows);
+    return out;
+  }
+
+  /** One text, one round trip: node-postgres sends a text without parameters over the simple protocol. */
+  #send(statements: readonly string[]) {
+    return this.#held.query(statements.join(';\n'));
+  }
+
+  #release(): void {
+    this.#provider.close();
+    if (this.#done) return;
+    this.#done = true;
+    this.#held.release();
+  }
+}
+
+const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED';
+
+function sameRow(row: Row): Row {
+  return row;
 }

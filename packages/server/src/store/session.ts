@@ -14,8 +14,12 @@ export type Statement = string | Step;
 export interface Session {
   /** Runs statements inside the transaction; returns each statement's rows. */
   run(statements: readonly Statement[]): Promise<Row[][]>;
-  /** Runs statements then COMMIT; throws when the commit turned into a rollback. */
-  commit(statements: readonly Statement[]): Promise<Row[][]>;
+  /**
+   * Runs statements then COMMIT; throws when the commit turned into a rollback. Its result is not to be read: on
+   * the Postgres general path the statements share COMMIT's round trip, which reports none of their rows (see
+   * JoinedSession).
+   */
+  commit(statements: readonly Statement[]): Promise<unknown>;
   /** Runs statements inside the transaction, then ROLLBACK; returns their rows and gives the connection back. */
   finish(statements: readonly Statement[]): Promise<Row[][]>;
   /** ROLLBACK, then `after` in autocommit; gives the connection back. Returns the rows of `after`. */

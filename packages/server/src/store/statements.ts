@@ -247,3 +247,13 @@ RETURNING 1 AS stored`;
     return `hashtextextended(${literal(this.#t)} || chr(31) || ${scope} || chr(31) || ${key}, 0)`;
   }
 }
+
+/**
+ * The general path's joined claim (see JoinedSession.beginClaim): fails with a division by zero unless this
+ * transaction wrote the key's row, that is unless the claim or takeover just before it owns the key (a row written
+ * by the transaction has its id as xmin; the claim runs before the savepoint, so under the top-level id).
+ */
+export function claimedCheck(table: TableName, r: RowKey): string {
+  return `SELECT 1 / count(*)::int AS claimed FROM ${table.qualified}
+WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND xmin::text::bigint = txid_current() % 4294967296`;
+}

@@ -1,10 +1,12 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import { AsyncMutex } from './async-mutex.js';
-import { KyselySession } from './kysely-session.js';
+import { JoinedSession, KyselySession } from './kysely-session.js';
 import type { PgPoolLike } from './pg-pool-like.js';
 import { PgSession } from './pg-session.js';
 import { RenewalClient } from './renewal-client.js';
 import type { Row, Session } from './session.js';
+import { claimedCheck, type RowKey, SAVEPOINT } from './statements.js';
+import type { TableName } from './table-name.js';
 
 /** Where the modes get transactions and autocommit statements from; hides the pg fast path / general path choice. */
 export class Store {
@@ -17,9 +19,13 @@ export class Store {
   #mutex: AsyncMutex | undefined;
   #detecting: Promise<void> | undefined;
   #detected = false;
+  /** General path only: the driver sends a text of several statements in one round trip (see JoinedSession). */
+  #joined = false;
+  #table: TableName;
 
-  constructor(db: Kysely<any>, pool: PgPoolLike | undefined) {
+  constructor(db: Kysely<any>, pool: PgPoolLike | undefined, table: TableName) {
     this.root = db;
+    this.#table = table;
     this.#own = db.withoutPlugins();
     this.#pool = pool;
     this.#renewal = pool ? RenewalClient.of(pool) : undefined;
@@ -42,7 +48,10 @@ export class Store {
     return this.#mutex !== undefined;
   }
 
-  /** Learns once whether `db` is PGlite (one connection). Cheap after the first call; retried after a failure. */
+  /**
+   * Learns once whether `db` is PGlite (one connection), and else whether its driver runs several statements in one
+   * round trip. Cheap after the first call; retried after a failure.
+   */
   ready(): Promise<void> | undefined {
     if (this.#detected) return undefined;
     this.#detecting ??= this.#detect().then(
@@ -59,7 +68,18 @@ export class Store {
 
   async #detect(): Promise<void> {
     const { rows } = await this.#own.executeQuery<{ v: string }>(CompiledQuery.raw('select version() as v', []));
-    if (/pglite|emscripten/i.test(rows[0]?.v ?? '')) this.#mutex = new AsyncMutex();
+    if (/pglite|emscripten/i.test(rows[0]?.v ?? '')) {
+      this.#mutex = new AsyncMutex();
+      return;
+    }
+    // node-postgres sends a text without parameters over the simple protocol, which takes several statements;
+    // drivers that always use the extended protocol (postgres.js, pg-native) refuse it, and keep one per trip.
+    try {
+      await this.#own.executeQuery(CompiledQuery.raw('SELECT 1; SELECT 2', []));
+      this.#joined = true;
+    } catch {
+      this.#joined = false;
+    }
   }
 
   /** Opens a READ COMMITTED transaction and runs `statements` in it (one round trip on the fast path). */
@@ -69,12 +89,28 @@ export class Store {
     try {
       const opened = this.#pool
         ? await PgSession.begin(this.#pool, this.root, statements)
-        : await KyselySession.begin(this.root, statements);
+        : this.#joined
+          ? await JoinedSession.begin(this.root, statements)
+          : await KyselySession.begin(this.root, statements);
       return { session: unlock ? new UnlockingSession(opened.session, unlock) : opened.session, rows: opened.rows };
     } catch (error) {
       unlock?.();
       throw error;
     }
+  }
+
+  /**
+   * General path on a driver that joins statements (see `ready`): opens the transaction with `statements` (the claim,
+   * then the handler's savepoint) in one round trip and tells whether the claim owns `key`. Undefined elsewhere.
+   */
+  beginClaim(statements: readonly string[], key: RowKey): Promise<{ session: Session; owned: boolean }> | undefined {
+    if (!this.#joined) return undefined;
+    return JoinedSession.beginClaim(
+      this.root,
+      statements,
+      claimedCheck(this.#table, key),
+      `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`,
+    );
   }
 
   /**

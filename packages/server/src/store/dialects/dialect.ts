@@ -1,5 +1,5 @@
 import type { Row, Session, Statement } from '../session.js';
-import type { Statements } from '../statements.js';
+import type { RowKey, Statements } from '../statements.js';
 
 /** The SQL dialects the store speaks. */
 export type DialectName = 'postgres' | 'mysql' | 'sqlite';
@@ -24,6 +24,12 @@ export interface KeyStore {
   ready(): Promise<void> | undefined;
   /** Opens a READ COMMITTED transaction (SQLite: BEGIN IMMEDIATE) and runs `statements` in it. */
   begin(statements: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }>;
+  /**
+   * Postgres general path on a driver that joins statements: opens the transaction with `statements` (the claim,
+   * then the handler's savepoint) in one round trip and tells whether the claim owns `key`. Undefined elsewhere:
+   * the caller then opens it with `begin` and reads the claim's rows.
+   */
+  beginClaim?(statements: readonly Statement[], key: RowKey): Promise<{ session: Session; owned: boolean }> | undefined;
   /** Fast path only: commits `statement` and opens the handler's transaction in one round trip. */
   commitThenBegin(statement: Statement, after?: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }>;
   /** Runs statements outside any transaction of ours. */

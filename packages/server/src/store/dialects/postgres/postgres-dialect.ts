@@ -9,7 +9,7 @@ import type { StoreDialect } from '../dialect.js';
 
 /** Postgres (pg with or without the `pool` fast path, PGlite): SQL text with embedded literals. */
 export function createPostgresDialect(db: Kysely<any>, table: TableName, pool: PgPoolLike | undefined): StoreDialect {
-  const store = new Store(db, pool);
+  const store = new Store(db, pool, table);
   return {
     name: 'postgres',
     store,

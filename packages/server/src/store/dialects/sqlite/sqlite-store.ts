@@ -79,7 +79,15 @@ export class SqliteStore extends ConnectionStore {
   /** Our autocommit statements write: each list runs in its own BEGIN IMMEDIATE … COMMIT. */
   async autocommit(statements: readonly Statement[]): Promise<Row[][]> {
     const { session } = await this.begin([]);
-    return session.commit(statements);
+    let rows: Row[][];
+    try {
+      rows = await session.run(statements);
+    } catch (error) {
+      await session.rollback().catch(() => {});
+      throw error;
+    }
+    await session.commit([]);
+    return rows;
   }
 
   /** Runs `statements` (SQL text) in one write transaction: migrate() and purgeExpired(). */
