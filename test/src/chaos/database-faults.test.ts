@@ -8,7 +8,7 @@ import {
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { judgeRun, violationList } from '../harness/history-postgres.ts';
+import { judgeRun, violationList } from '../harness/history-database.ts';
 import { HistoryRecorder } from '../harness/history-recording.ts';
 import { countEvents, formatCounts, ledgerSummary } from '../harness/ledger-checks.ts';
 import { createLedger } from '../harness/payments-app.ts';

@@ -1,17 +1,14 @@
-import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
-import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { judgeRun, violationList } from '../harness/history-postgres.ts';
+import { type Backend, openBackend, processDialect } from '../harness/backends.ts';
+import { judgeRun, violationList } from '../harness/history-database.ts';
 import { HistoryRecorder } from '../harness/history-recording.ts';
 import { countEvents, formatCounts, ledgerSummary } from '../harness/ledger-checks.ts';
 import { PaymentProvider } from '../harness/payment-provider.ts';
-import { createLedger } from '../harness/payments-app.ts';
 import { createPaymentsClient, emptyClientStats, payUntilDone } from '../harness/payments-client.ts';
 import { chaosSeed, seededRandom } from '../harness/seeded-random.ts';
 import { type ServerEvent, ServerProcess } from '../harness/server-process.ts';
 
 const CLIENTS = 10;
-const PAYMENTS = 120;
 const MAX_KILLS = 5;
 const HANDLER_MS = 150;
 const SEED = chaosSeed(6);
@@ -92,18 +89,29 @@ async function startWithRetry(server: ServerProcess) {
   }
 }
 
-describe.each([
-  ['transaction', { rawPool: true }],
-  ['lease', { leaseMs: 1_000, waitMs: 300, rawPool: false }],
-] as const)('server crash mid-handler (%s mode)', (mode, modeOptions) => {
-  let tdb: TestDatabase;
+/**
+ * Every backend a server process can run on, in both modes: Postgres on its fast path (transaction) and its
+ * general path (lease) with the full load, the other dialects with half of it (their suites share the 20 min).
+ */
+const RUNS = [
+  ['pg-pool', 'transaction', 120, {}],
+  ['pg-kysely', 'lease', 120, { leaseMs: 1_000, waitMs: 300 }],
+  ...(['mariadb', 'sqlite', 'libsql'] as const).flatMap((backend) => [
+    [backend, 'transaction', 60, {}] as const,
+    [backend, 'lease', 60, { leaseMs: 1_000, waitMs: 300 }] as const,
+  ]),
+] as const;
+
+describe.each(RUNS)('server crash mid-handler on %s (%s mode)', (backendName, mode, PAYMENTS, modeOptions) => {
+  let backend: Backend;
   let server: ServerProcess;
 
   beforeAll(async () => {
-    tdb = await createTestDatabase(inject('pgAdminUrl'));
-    await createLedger(tdb.db);
+    backend = await openBackend(backendName, inject('pgAdminUrl'));
     server = new ServerProcess({
-      databaseUrl: tdb.url,
+      databaseUrl: backend.target ?? '',
+      dialect: processDialect(backendName),
+      rawPool: backendName === 'pg-pool',
       mode,
       handlerDelayMs: HANDLER_MS,
       providerUrl: provider.url,
@@ -114,7 +122,7 @@ describe.each([
 
   afterAll(async () => {
     await server?.stop();
-    await tdb?.drop();
+    await backend?.drop();
   });
 
   it('writes each payment and its keyed charge exactly once while the server is SIGKILLed and restarted', async () => {
@@ -146,9 +154,9 @@ describe.each([
     events.stop();
     watching.stop();
     const elapsed = Date.now() - started;
-    const verdict = await judgeRun(recorder, tdb.db, { label: `server-crash:${mode}` });
+    const verdict = await judgeRun(recorder, backend.db, { label: `server-crash:${backendName}:${mode}` });
 
-    const ledger = await ledgerSummary(tdb.db);
+    const ledger = await ledgerSummary(backend.db);
     const charges = provider.charges.slice(chargesBefore);
     const keyed = charges.filter((c) => c.key !== undefined);
     const unkeyed = charges.filter((c) => c.key === undefined);
@@ -158,7 +166,7 @@ describe.each([
     const { kills, handlersKilledMidway, takeoversOfLiveHolders } = killer.figures;
     console.log(
       [
-        `[chaos:server-crash:${mode}] seed ${SEED}, ${CLIENTS} clients, ${PAYMENTS} payments, handler ${HANDLER_MS} ms${'leaseMs' in modeOptions ? `, lease ${modeOptions.leaseMs} ms, wait ${modeOptions.waitMs} ms` : ''}, ${modeOptions.rawPool ? 'raw pg fast path' : 'Kysely path'}, ${(elapsed / 1000).toFixed(1)} s`,
+        `[chaos:server-crash:${backendName}:${mode}] seed ${SEED}, ${CLIENTS} clients, ${PAYMENTS} payments, handler ${HANDLER_MS} ms${'leaseMs' in modeOptions ? `, lease ${modeOptions.leaseMs} ms, wait ${modeOptions.waitMs} ms` : ''}, ${(elapsed / 1000).toFixed(1)} s`,
         `  faults: ${kills} SIGKILLs with ${handlersKilledMidway} handlers mid-flight, ${server.starts} server starts; ${takeoversOfLiveHolders} takeovers of a holder that was still alive`,
         `  client: ${stats.attempts} attempts, ${stats.linkRetries} link retries, ${stats.replayed} replays, ${stats.callerResends} caller re-sends`,
         `  server: ${formatCounts(events.counts)}`,
@@ -172,8 +180,8 @@ describe.each([
     expect(verdict.counts.excused).toBeGreaterThan(0);
     expect(results.size).toBe(PAYMENTS);
     expect(ledger).toEqual({ rows: PAYMENTS, distinctRefs: PAYMENTS, duplicatedRefs: 0 });
-    const { rows } = await sql<{ ref: string; id: string }>`select ref, id::text as id from ledger`.execute(tdb.db);
-    for (const row of rows) expect(results.get(row.ref)?.paymentId, row.ref).toBe(row.id);
+    const rows = await backend.db.selectFrom('ledger').select(['ref', 'id']).execute();
+    for (const row of rows) expect(results.get(String(row.ref))?.paymentId, String(row.ref)).toBe(String(row.id));
     // The keyed external effect: one charge per payment, and the caller holds that very charge.
     expect(keyed.length).toBe(PAYMENTS);
     expect(new Set(keyed.map((c) => c.ref)).size).toBe(PAYMENTS);

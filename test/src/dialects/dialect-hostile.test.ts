@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Backend, DIALECTS, openBackend } from '../harness/backends.ts';
 import { startPaymentsServer } from '../harness/in-process-server.ts';
 import { callRaw } from '../harness/trpc-http.ts';
-import { DIALECTS, type DialectDatabase, openDialectDatabase } from './dialect-databases.ts';
 
 const visibleKey = fc.string({
   unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)),
@@ -17,12 +17,12 @@ const quote = (key: string) => `"${key.replaceAll('\\', '\\\\').replaceAll('"', 
 const variants = (s: string) => [...new Set([s, s.toUpperCase(), s.toLowerCase()])];
 
 describe.each(DIALECTS)('hostile keys and scopes on %s', (dialect) => {
-  let database: DialectDatabase;
+  let database: Backend;
   let server: Awaited<ReturnType<typeof startPaymentsServer>>;
   /** A second instance on the same database: its replays come from the database, not the first one's cache. */
   let reader: Awaited<ReturnType<typeof startPaymentsServer>>;
   beforeAll(async () => {
-    database = await openDialectDatabase(dialect);
+    database = await openBackend(dialect);
     server = await startPaymentsServer({ db: database.db });
     reader = await startPaymentsServer({ db: database.db, migrate: false });
   });

@@ -1,7 +1,7 @@
 import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
 import type { Kysely } from 'kysely';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { judgeRun, violationList } from '../harness/history-postgres.ts';
+import { judgeRun, violationList } from '../harness/history-database.ts';
 import { HistoryRecorder } from '../harness/history-recording.ts';
 import { createLedger } from '../harness/payments-app.ts';
 import { createPaymentsClient, emptyClientStats, payUntilDone } from '../harness/payments-client.ts';

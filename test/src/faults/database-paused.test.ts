@@ -4,7 +4,7 @@ import { type EmbeddedPostgres, startEmbeddedPostgres } from '@trpc-idempotency/
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { judgeRun, violationList } from '../harness/history-postgres.ts';
+import { judgeRun, violationList } from '../harness/history-database.ts';
 import { HistoryRecorder } from '../harness/history-recording.ts';
 import { createLedger } from '../harness/payments-app.ts';
 import { createPaymentsClient, emptyClientStats, payUntilDone } from '../harness/payments-client.ts';

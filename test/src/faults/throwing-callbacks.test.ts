@@ -1,7 +1,7 @@
 import { createTestDatabase } from '@trpc-idempotency/test-db';
 import type { Kysely } from 'kysely';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { judgeRun, violationList } from '../harness/history-postgres.ts';
+import { judgeRun, violationList } from '../harness/history-database.ts';
 import { HistoryRecorder } from '../harness/history-recording.ts';
 import { createLedger, type ThrowingCallback } from '../harness/payments-app.ts';
 import { createPaymentsClient, emptyClientStats, type PaymentInput } from '../harness/payments-client.ts';

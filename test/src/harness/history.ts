@@ -18,7 +18,7 @@
  * - `one-outcome-two-inputs`: a result was given to calls whose inputs differ (a fingerprint collision).
  * - `stuck`: nothing is left in progress once the run has settled.
  *
- * Nothing here knows SQL, HTTP or a dialect: the recorders in history-recording.ts and history-postgres.ts fill it.
+ * Nothing here knows SQL, HTTP or a dialect: the recorders in history-recording.ts and history-database.ts fill it.
  */
 
 export type HistoryMode = 'transaction' | 'lease';

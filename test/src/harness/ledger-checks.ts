@@ -1,17 +1,13 @@
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { ServerEvent, ServerProcess } from './server-process.ts';
 
-/** What the ledger holds: a duplicate payment shows as a ref with more than one row. */
+/** What the ledger holds: a duplicate payment shows as a ref with more than one row. Plain Kysely: any dialect. */
 export async function ledgerSummary(db: Kysely<any>, refPrefix = '') {
-  const like = `${refPrefix}%`;
-  const { rows } = await sql<{ rows: number; distinct_refs: number; duplicated_refs: number }>`
-    select count(*)::int as rows,
-           count(distinct ref)::int as distinct_refs,
-           (select count(*)::int from (
-              select ref from ledger where ref like ${like} group by ref having count(*) > 1) d) as duplicated_refs
-    from ledger where ref like ${like}`.execute(db);
-  const row = rows[0];
-  return { rows: row?.rows ?? 0, distinctRefs: row?.distinct_refs ?? 0, duplicatedRefs: row?.duplicated_refs ?? 0 };
+  const rows = await db.selectFrom('ledger').select('ref').where('ref', 'like', `${refPrefix}%`).execute();
+  const perRef = new Map<string, number>();
+  for (const { ref } of rows) perRef.set(String(ref), (perRef.get(String(ref)) ?? 0) + 1);
+  const duplicatedRefs = [...perRef.values()].filter((n) => n > 1).length;
+  return { rows: rows.length, distinctRefs: perRef.size, duplicatedRefs };
 }
 
 /** Counts what the server processes reported: handler entries and middleware events by type. */

@@ -9,6 +9,7 @@ import {
 import { type Kysely, sql } from 'kysely';
 import type { Pool } from 'pg';
 import { z } from 'zod';
+import { type SqlFamily, sqlFamily } from './sql-family.ts';
 
 /** The request context of the test servers: the Node request/response and the caller, from `x-user`. */
 export interface AppContext {
@@ -72,19 +73,52 @@ export interface AppCounters {
   executions: number;
 }
 
+/**
+ * The ledger's column types per dialect. MySQL's text columns compare byte-exact (binary collation), as keys and
+ * scopes do in the key table.
+ */
+const LEDGER_TYPES: Record<SqlFamily, { id: string; text: string; created: string }> = {
+  postgres: { id: 'bigserial', text: 'text', created: 'timestamptz not null default clock_timestamp()' },
+  mysql: {
+    id: 'bigint auto_increment',
+    text: 'varchar(1024) character set utf8mb4 collate utf8mb4_bin',
+    created: 'timestamp(6) not null default current_timestamp(6)',
+  },
+  sqlite: {
+    id: 'integer',
+    text: 'text',
+    created: "integer not null default (CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))",
+  },
+};
+
 /** The ledger the payments write to; deliberately without a unique constraint, so a duplicate would show. */
 export async function createLedger(db: Kysely<any>): Promise<void> {
+  const { id, text, created } = LEDGER_TYPES[sqlFamily(db)];
+  const t = sql.raw(text);
   await sql`create table if not exists ledger (
-    id bigserial primary key,
-    ref text not null,
+    id ${sql.raw(id)} primary key,
+    ref ${t} not null,
     amount integer not null,
-    user_id text not null,
-    scope text,
-    idem_key text not null,
-    run text,
-    instance text not null,
-    created_at timestamptz not null default clock_timestamp()
+    user_id ${t} not null,
+    scope ${t},
+    idem_key ${t} not null,
+    run ${t},
+    instance ${t} not null,
+    created_at ${sql.raw(created)}
   )`.execute(db);
+}
+
+/**
+ * Inserts a ledger row and returns its id: MySQL 8 has no `INSERT … RETURNING` (MariaDB has), so there the
+ * driver's insert id, as a MySQL app would do.
+ */
+async function insertLedgerRow(db: Kysely<any>, values: Record<string, unknown>): Promise<string> {
+  if (sqlFamily(db) === 'mysql') {
+    const result = await db.insertInto('ledger').values(values).executeTakeFirstOrThrow();
+    return String(result.insertId);
+  }
+  const row = await db.insertInto('ledger').values(values).returning('id').executeTakeFirstOrThrow();
+  return String(row.id);
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -147,11 +181,15 @@ export function createPaymentsApp(opts: PaymentsAppOptions) {
           const { key, scope, db, takeover } = ctx.idempotency;
           const run = nextRun();
           opts.onEnter?.({ path: 'payments.create', ref: input.ref, scope, key, run, takeover });
-          const row = await db
-            .insertInto('ledger')
-            .values({ ref: input.ref, amount: input.amount, user_id: ctx.user, scope, idem_key: key, run, instance })
-            .returning('id')
-            .executeTakeFirstOrThrow();
+          const paymentId = await insertLedgerRow(db, {
+            ref: input.ref,
+            amount: input.amount,
+            user_id: ctx.user,
+            scope,
+            idem_key: key,
+            run,
+            instance,
+          });
           let chargeId: string | undefined;
           if (input.provider && opts.providerUrl) {
             // The keyed charge is what the docs recommend; the unkeyed one measures what happens without it.
@@ -168,7 +206,7 @@ export function createPaymentsApp(opts: PaymentsAppOptions) {
               message: JSON.stringify({ declined: input.ref, run, scope }),
             });
           }
-          return { paymentId: String(row.id), ref: input.ref, instance, chargeId: chargeId ?? null, scope, run };
+          return { paymentId, ref: input.ref, instance, chargeId: chargeId ?? null, scope, run };
         }),
       /** Echoes any JSON input with a per-execution number: a replay repeats the number, a re-run does not. */
       echo: procedure.input(z.unknown()).mutation(({ ctx, input }) => {

@@ -7,8 +7,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export interface ServerProcessOptions {
-  /** Database the server uses (`idempotency_keys` and `ledger`). */
+  /**
+   * Database the server uses (`idempotency_keys` and `ledger`): a postgres:// URL, a mysql:// URL (`mariadb`) or
+   * a SQLite file path (`sqlite`, `libsql`).
+   */
   databaseUrl: string;
+  /** Which driver reaches it. Default `'postgres'` (`pg`). */
+  dialect?: 'postgres' | 'mariadb' | 'sqlite' | 'libsql';
   /** Port on 127.0.0.1; 0 picks one on first start, then restarts reuse it. Default 0. */
   port?: number;
   /** Idempotency mode. Default `'transaction'`. */
@@ -46,7 +51,7 @@ export interface ServerEvent {
 const harnessDir = fileURLToPath(new URL('.', import.meta.url));
 const testRoot = fileURLToPath(new URL('../..', import.meta.url));
 /** Files the child runs: what the entry imports relatively, then the entry (written last: its presence means done). */
-const CHILD_SOURCES = ['payments-app.ts', 'skewed-clock.ts', 'server-main.ts'];
+const CHILD_SOURCES = ['sql-family.ts', 'payments-app.ts', 'skewed-clock.ts', 'server-main.ts'];
 let compiled: Promise<string[]> | undefined;
 
 /**
@@ -122,6 +127,7 @@ export class ServerProcess extends EventEmitter<{ event: [ServerEvent]; exit: [n
     const env: Record<string, string> = {
       ...(process.env as Record<string, string>),
       DATABASE_URL: o.databaseUrl,
+      DIALECT: o.dialect ?? 'postgres',
       PORT: String(this.currentPort),
       MODE: o.mode ?? 'transaction',
       INSTANCE: o.instance ?? 'main',

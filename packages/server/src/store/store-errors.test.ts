@@ -1,4 +1,8 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
+import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { isLockTimeout, isStoreUnavailable, isUndefinedTable } from './store-errors.js';
@@ -64,6 +68,37 @@ describe('telling an unreachable database from a failing statement (real errors)
       await a.query('rollback');
       a.release();
       b.release();
+    }
+  });
+});
+
+describe('telling a SQLite file that cannot be opened from a failing statement (real better-sqlite3 errors)', () => {
+  const opening = (path: string) => {
+    try {
+      new Database(path).close();
+    } catch (error) {
+      return error;
+    }
+    throw new Error(`expected ${path} not to open`);
+  };
+
+  it('calls a file in a missing directory, or a path that is no file, unavailable (a volume gone)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-errors-'));
+    try {
+      expect(isStoreUnavailable(opening(join(dir, 'missing', 'x.db')))).toBe(true);
+      expect(isStoreUnavailable(opening(dir))).toBe(true);
+      const db = new Database(join(dir, 'ok.db'));
+      const syntax = (() => {
+        try {
+          db.exec('selec 1');
+        } catch (error) {
+          return error;
+        }
+      })();
+      expect(isStoreUnavailable(syntax)).toBe(false);
+      db.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

@@ -38,6 +38,8 @@ const UNAVAILABLE_MESSAGES = [
   'connection is in closed state',
   'pool is closed',
   'database connection is not open',
+  // better-sqlite3 checks the directory itself before SQLite runs, and throws a plain TypeError.
+  'cannot open database because the directory does not exist',
 ];
 
 /** True when `error` means the database could not be reached or dropped the connection. */
@@ -46,6 +48,9 @@ export function isStoreUnavailable(error: unknown): boolean {
     const { code, message } = e as { code?: unknown; message?: unknown };
     if (typeof code === 'string') {
       if (NETWORK_CODES.has(code) || code.startsWith('08') || UNAVAILABLE_SQLSTATES.has(code)) return true;
+      // SQLite: the file cannot be opened (its volume is gone, a path that is no file): nothing ran, and a retry
+      // succeeds once the file is back. Extended codes (SQLITE_CANTOPEN_ISDIR…) too.
+      if (code.startsWith('SQLITE_CANTOPEN')) return true;
     }
     if (typeof message === 'string') {
       const lower = message.toLowerCase();
