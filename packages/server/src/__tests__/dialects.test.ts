@@ -187,6 +187,34 @@ describe.each(DIALECT_BACKENDS)('core behaviours on %s', (name) => {
     expect(await paymentsOf('ttl')).toEqual([1, 2]);
   });
 
+  for (const mode of ['transaction', 'lease'] as const) {
+    it(`${mode} mode: counts ttl from the claim, and from the completion only for a handler that outlived it`, async () => {
+      const keptMs = async (key: string) => {
+        const k = name === 'mariadb' ? '`key`' : 'key';
+        const span =
+          backend.dialect === 'postgres'
+            ? 'extract(epoch from (expires_at - created_at)) * 1000'
+            : 'expires_at - created_at';
+        const [row] = await backend.query<{ ms: unknown }>(
+          `SELECT ${span} AS ms FROM idempotency_keys WHERE ${k} = ${backend.text(key)} AND status = 'done'`,
+        );
+        return Number(row?.ms);
+      };
+      const long = makeDialectApp(backend, { mode, ttl: 3_600_000, cache: false });
+      long.control.delayMs = 400;
+      const claimKey = newKey();
+      await long.caller(claimKey, `claim-ttl-${mode}`).payments.create({ amount: 1 });
+      // created_at and expires_at are the claim's clock; from the completion it would be the handler's 400 ms later.
+      expect((await keptMs(claimKey)) - 3_600_000).toBeLessThan(200);
+      const short = makeDialectApp(backend, { mode, ttl: 300, cache: false });
+      short.control.delayMs = 600;
+      const shortKey = newKey();
+      await short.caller(shortKey, `short-ttl-${mode}`).payments.create({ amount: 1 });
+      // The handler outlived the ttl: its result is kept a full ttl from the completion, past the claim's 300 ms.
+      expect(await keptMs(shortKey)).toBeGreaterThanOrEqual(900);
+    });
+  }
+
   it('fails with response_too_large, rolls back and frees the key', async () => {
     const app = makeDialectApp(backend, { maxResponseBytes: 64 });
     const key = newKey();

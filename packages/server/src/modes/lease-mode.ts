@@ -76,6 +76,8 @@ interface Owner {
   takeover: boolean;
   /** Fast path: the handler's transaction already holds the key's lock (true), or found the key taken over (false). */
   locked?: boolean;
+  /** performance.now() before the claim (or takeover) was sent: the row's `ttl` counts from the claim. */
+  sentAt: number;
 }
 
 /**
@@ -102,16 +104,23 @@ async function claimKey(
   };
   const read = async (session: Session | undefined) =>
     (session ? await session.finish([sql.select(call)]) : await store.autocommit([sql.select(call)]))[0]?.[0];
-  const owner = (takeover: boolean, locked: boolean | undefined) => ({ token: lease.token, takeover, locked });
+  const owner = (takeover: boolean, locked: boolean | undefined, sentAt: number) => ({
+    token: lease.token,
+    takeover,
+    locked,
+    sentAt,
+  });
+  const claimSentAt = performance.now();
   const claimed = await tryClaim(sql.claimLease(lease));
-  if (claimed.row) return { owner: owner(false, claimed.locked), session: claimed.session };
+  if (claimed.row) return { owner: owner(false, claimed.locked, claimSentAt), session: claimed.session };
   // The row's expiry is read relative to the database's clock and counted on ours from before the read.
   const readAt = performance.now();
   const existing = await read(claimed.session);
   if (!existing || !(existing.free === true || deadLease(existing, call))) return { existing, readAt };
+  const takeOverSentAt = performance.now();
   const taken = await tryClaim(sql.takeOverLease(lease));
   if (taken.row) {
-    return { owner: owner(existing.status === 'in_progress', taken.locked), session: taken.session };
+    return { owner: owner(existing.status === 'in_progress', taken.locked, takeOverSentAt), session: taken.session };
   }
   // Another call took it over first, or the holder is alive (its lock is held though its lease ran out): look again.
   taken.session?.rollback().catch(() => {});
@@ -208,8 +217,9 @@ async function runOwned(
       throw responseTooLarge(rt, call, bytes);
     }
     if (held?.lost) return await fencedOff(rt, call, session, owner);
-    // The row expires `ttl` after the completion, by the database's clock: on ours, no earlier than from now.
-    const expiresAt = performance.now() + options.ttl;
+    // The row expires `ttl` after its claim (or, had the handler outlived `ttl`, after the completion): the cache
+    // keeps the result no longer than from before the claim, so never past the row (an outlived ttl is not cached).
+    const expiresAt = claim.sentAt + options.ttl;
     try {
       await session.commit([sql.completeFenced(owner, response, options.ttl)]);
     } catch (error) {
@@ -226,7 +236,8 @@ async function runOwned(
       event(rt, call, 'released', error);
       throw completionFailure(error);
     }
-    rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });
+    if (expiresAt > performance.now())
+      rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });
     event(rt, call, 'executed');
     return result;
   } finally {

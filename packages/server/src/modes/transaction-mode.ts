@@ -38,7 +38,7 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
     } catch (error) {
       throw claimFailure(rt, call, error);
     }
-    if (claim.session) return await runOwned(rt, call, next, claim.session);
+    if (claim.session) return await runOwned(rt, call, next, claim.session, claim.sentAt);
     const row = claim.existing;
     // An expired row is taken over next; a row that vanished (purged, rolled back) is claimed again.
     takeOver = row?.free === true;
@@ -65,17 +65,21 @@ async function claimKey(
   rt: Runtime,
   call: Call,
   takeOver: boolean,
-): Promise<{ session: Session; existing?: undefined } | { session?: undefined; existing?: Row; readAt: number }> {
+): Promise<
+  { session: Session; sentAt: number; existing?: undefined } | { session?: undefined; existing?: Row; readAt: number }
+> {
   const { store, sql } = rt;
   const values = { ...call, ttlMs: rt.options.ttl };
   // On one connection nothing can hold a lock on our row: no wait to bound. Else what is left of `wait`.
   const waitMs = store.singleConnection ? undefined : Math.max(0, Math.ceil(call.deadline - performance.now()));
   const claim = takeOver ? sql.takeOverTransaction(values, waitMs) : sql.claimTransaction(values, waitMs);
+  // The row's expiry counts from the claim by the database's clock: on ours, no earlier than from now.
+  const sentAt = performance.now();
   const joined = store.beginClaim?.([claim, sql.savepoint()], call);
   if (joined) {
     // The general path on node-postgres: claim and savepoint in one round trip, ownership told by a check.
     const { session, owned } = await joined;
-    if (owned) return { session };
+    if (owned) return { session, sentAt };
     const readAt = performance.now();
     return { existing: (await session.finish([sql.select(call)]))[0]?.[0], readAt };
   }
@@ -94,7 +98,7 @@ async function claimKey(
       throw error;
     }
   }
-  return { session };
+  return { session, sentAt };
 }
 
 /** The row we replay was committed after our claim began: the claim blocked on the original until it committed. */
@@ -102,7 +106,13 @@ function claimWaited(row: Row): boolean {
   return typeof row.claim_snapshot === 'string' && !committedBefore(row.claim_snapshot, String(row.xmin));
 }
 
-async function runOwned(rt: Runtime, call: Call, next: NextFn, session: Session): Promise<MiddlewareResultLike> {
+async function runOwned(
+  rt: Runtime,
+  call: Call,
+  next: NextFn,
+  session: Session,
+  claimSentAt: number,
+): Promise<MiddlewareResultLike> {
   const { sql, options } = rt;
   const result = await callNext(next, {
     key: call.key,
@@ -139,15 +149,17 @@ async function runOwned(rt: Runtime, call: Call, next: NextFn, session: Session)
     // The deterministic error is stored, the handler's partial writes are not.
     statements = [sql.rollbackToSavepoint(), sql.releaseSavepoint(), sql.complete(call, response, options.ttl)];
   }
-  // The row expires `ttl` after the completion, by the database's clock: on ours, no earlier than from now.
-  const expiresAt = performance.now() + options.ttl;
+  // The row expires `ttl` after its claim (or, had the handler outlived `ttl`, after the completion): the cache
+  // keeps the result no longer than from before the claim, so never past the row (an outlived ttl is not cached).
+  const expiresAt = claimSentAt + options.ttl;
   try {
     await session.commit(statements);
   } catch (error) {
     event(rt, call, 'released', error);
     throw completionFailure(error);
   }
-  rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });
+  if (expiresAt > performance.now())
+    rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });
   event(rt, call, 'executed');
   return result;
 }

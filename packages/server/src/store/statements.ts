@@ -29,9 +29,14 @@ const ROW_COLUMNS = `status, fingerprint, path, response, token, xmin::text AS x
 
 const EXPIRES_MS = '(extract(epoch from k.expires_at) * 1000)::float8 AS expires_ms';
 
-/** What a completion sets: the result, and its expiry counted from now (a handler may outlast a short `ttl`). */
+/**
+ * What a completion sets: the result. The expiry stays the claim's (`ttl` counts from the claim), so the update
+ * changes no indexed column and Postgres can write it in place (HOT: no new primary-key or expiry-index entries).
+ * Only a handler that outlived `ttl` moves it, to `ttl` from now: a just-stored result must not be expired already.
+ */
 function stored(response: string, ttlMs: number): string {
-  return `status = 'done', response = ${literal(response)}, locked_until = NULL, expires_at = ${fromNow(ttlMs)}`;
+  return `status = 'done', response = ${literal(response)}, locked_until = NULL,
+  expires_at = CASE WHEN expires_at > clock_timestamp() THEN expires_at ELSE ${fromNow(ttlMs)} END`;
 }
 
 /** The database clock `ms` milliseconds from now. */
@@ -182,7 +187,7 @@ RETURNING ${EXPIRES_MS}`;
     return `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`;
   }
 
-  /** Transaction mode: stores the result on the row this transaction holds, kept `ttlMs` from now. */
+  /** Transaction mode: stores the result on the row this transaction holds (its expiry: see `stored`). */
   complete(r: RowKey, response: string, ttlMs: number): string {
     return `UPDATE ${this.#t} SET ${stored(response, ttlMs)}
 WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)}`;

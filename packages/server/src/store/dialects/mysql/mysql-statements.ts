@@ -42,9 +42,13 @@ export interface MysqlServer {
   mariadb: boolean;
 }
 
-/** What a completion sets: the result, and its expiry counted from now (a handler may outlast a short `ttl`). */
+/**
+ * What a completion sets: the result. The expiry stays the claim's (`ttl` counts from the claim); only a handler
+ * that outlived `ttl` moves it to `ttl` from now, so a just-stored result is never expired already.
+ */
 function stored(response: string, ttlMs: number): string {
-  return `k.status = 'done', k.response = ${hexBytes(response)}, k.locked_until = NULL, k.expires_at = ${NOW_MS} + ${int(ttlMs)}`;
+  return `k.status = 'done', k.response = ${hexBytes(response)}, k.locked_until = NULL,
+  k.expires_at = CASE WHEN k.expires_at > ${NOW_MS} THEN k.expires_at ELSE ${NOW_MS} + ${int(ttlMs)} END`;
 }
 
 function expiredAndFree(a: string): string {

@@ -142,9 +142,13 @@ RETURNING token`,
   }
 }
 
-/** What a completion sets (the response is the first parameter), its expiry counted from now. */
+/**
+ * What a completion sets (the response is the first parameter). The expiry stays the claim's (`ttl` counts from
+ * the claim); only a handler that outlived `ttl` moves it to `ttl` from now, so a just-stored result is never expired.
+ */
 function stored(ttlMs: number): string {
-  return `status = 'done', response = ?, locked_until = NULL, expires_at = ${NOW_MS} + ${int(ttlMs)}`;
+  return `status = 'done', response = ?, locked_until = NULL,
+  expires_at = CASE WHEN expires_at > ${NOW_MS} THEN expires_at ELSE ${NOW_MS} + ${int(ttlMs)} END`;
 }
 
 /** The row is still the owner's claim (and, with `liveLease`, its lease has not lapsed): scope, key, token follow. */
