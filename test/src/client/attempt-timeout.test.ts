@@ -86,7 +86,9 @@ test("with httpBatchLink, a timed-out attempt's late answer racing its retry (he
   expect(app.executions.get('payments.create')! - executionsBefore).toBe(1);
   expect(payment).toMatchObject({ status: 'fulfilled', value: { amount: 8, key: info.key } });
   expect(settled.map((e) => e.error)).toEqual([undefined]);
-  expect(info.attempts).toBe(2);
+  // At least the retry: on a loaded machine the retry, held until the original commits, can itself outlast the
+  // 300 ms attempt timeout and a third attempt replays (seen at load 9-18). The charge and the answer are the point.
+  expect(info.attempts).toBeGreaterThanOrEqual(2);
   const rows = await app.rowsPerKey();
   expect(rows.get(info.key!)).toBe(1);
 });
