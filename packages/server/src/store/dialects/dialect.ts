@@ -45,6 +45,8 @@ export interface KeyStore {
 /** One dialect's store, statements, DDL and purge, chosen once per `createIdempotency`. */
 export interface StoreDialect {
   readonly name: DialectName;
+  /** The longest scope the table holds, in UTF-8 bytes; undefined when only the database's own limits apply. */
+  readonly maxScopeBytes?: number;
   readonly store: KeyStore;
   readonly sql: StatementSet;
   /** Creates the table and its expiry index if missing; safe when several instances run it at once. */
