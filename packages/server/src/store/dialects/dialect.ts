@@ -20,6 +20,11 @@ export interface KeyStore {
   readonly pipelined: boolean;
   /** True when this process reaches the database through one connection: duplicates queue in JavaScript. */
   readonly singleConnection: boolean;
+  /**
+   * The largest result, in UTF-8 bytes, one statement can store (MySQL: from `max_allowed_packet`), known once
+   * `ready()` resolved; undefined when only `maxResponseBytes` bounds it. A larger one is `response_too_large`.
+   */
+  readonly maxResultBytes?: number | undefined;
   /** Learns once what it needs of the server (PGlite or not, MariaDB or MySQL, SQLite settings). */
   ready(): Promise<void> | undefined;
   /** Opens a READ COMMITTED transaction (SQLite: BEGIN IMMEDIATE) and runs `statements` in it. */
