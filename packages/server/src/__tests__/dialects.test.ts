@@ -103,6 +103,21 @@ describe.each(DIALECT_BACKENDS)('core behaviours on %s', (name) => {
     expect(rows.map((r) => [str(r.scope), str(r.key)])).toEqual([[`user:${user}`, key]]);
   });
 
+  it('refuses a scope with NUL or a lone surrogate as a 400 whose message names no other database', async () => {
+    const app = makeDialectApp(backend);
+    for (const [id, problem] of [
+      ['a\u0000b', /NUL character at index 6/],
+      ['t:\uD800', /lone surrogate U\+D800 at index 7/],
+    ] as const) {
+      const error = await failure(app.caller(newKey(), id).payments.create({ amount: 1 }));
+      expect(error.code).toBe('BAD_REQUEST');
+      expect(error.message).toMatch(problem);
+      // The scope is refused on every dialect alike; the message may name Postgres only where it is Postgres.
+      if (name === 'mariadb' || name === 'sqlite' || name === 'libsql') expect(error.message).not.toMatch(/postgres/i);
+    }
+    expect(app.control.runs).toBe(0);
+  });
+
   it('answers 422 payload_mismatch for the same key with another input or procedure', async () => {
     const app = makeDialectApp(backend);
     const key = newKey();

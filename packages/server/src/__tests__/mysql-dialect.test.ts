@@ -4,8 +4,10 @@ import { type DatabaseConnection, type Dialect, type Driver, Kysely, MysqlDialec
 import { createPool } from 'mysql2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../index.js';
+import { defaultSerializer } from '../serialize/serializer.js';
+import { encodeStoredResponse } from '../serialize/stored-response.js';
 import { makeDialectApp } from './dialect-app.js';
-import { expectReason } from './expectations.js';
+import { expectReason, failure, reasonOf } from './expectations.js';
 import { type AppDB, deferred, sleep, t, until } from './harness.js';
 
 let keySeq = 0;
@@ -139,13 +141,63 @@ describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)'
     expect(Number(rows[0]!.n)).toBe(1);
   });
 
-  it('refuses a scope longer than the table holds instead of letting MySQL cut it (two scopes would share a row)', async () => {
+  it('refuses a scope longer than the table holds as a 400, before MySQL could cut it (two scopes would share a row)', async () => {
     const app = makeDialectApp(instance());
     // The scope is `user:<id>`: 2048 bytes fit, one more is refused before MySQL could truncate it.
     const fits = 'x'.repeat(2048 - 'user:'.length);
     expect(await app.caller(newKey(), fits).payments.create({ amount: 1 })).toMatchObject({ amount: 1 });
-    await expect(app.caller(newKey(), `${fits}y`).payments.create({ amount: 1 })).rejects.toThrow(/2048 bytes/);
+    // Every retry sends the same scope: a client error like NUL in a scope, never a retryable 500. Counted in
+    // UTF-8 bytes: 'é' is two, so 2047 of these characters are over.
+    for (const scope of [`${fits}y`, 'é'.repeat(2047 - 'user:'.length)]) {
+      const error = await failure(app.caller(newKey(), scope).payments.create({ amount: 1 }));
+      expect(error.code).toBe('BAD_REQUEST');
+      expect(reasonOf(error)).toBeUndefined();
+      expect(error.message).toMatch(/scope .* 2048 bytes/);
+      expect(error.message).not.toMatch(/postgres/i);
+    }
     expect(app.control.runs).toBe(1);
+  });
+
+  it('refuses a result larger than one statement can carry (max_allowed_packet) as response_too_large: writes rolled back, key freed', async () => {
+    const packet = Number((await sql<{ p: number }>`SELECT @@max_allowed_packet AS p`.execute(m.db)).rows[0]?.p);
+    // The result travels as a hex literal (two characters a byte) beside at most 16 KiB of the rest of the statement.
+    const ceiling = Math.floor((packet - 16 * 1024) / 2);
+    const envelope = encodeStoredResponse({ ok: true, data: { s: '' } }, defaultSerializer).length;
+    // The longest scope and key: the most statement around the result.
+    const key = (tag: string) => `${newKey()}-${tag}-`.padEnd(255, 'k');
+    const amountsOf = async (user: string) =>
+      (await m.db.selectFrom('payments').select('amount').where('user_id', '=', user).execute()).map((r) =>
+        Number(r.amount),
+      );
+    for (const mode of ['transaction', 'lease'] as const) {
+      const user = `${mode[0]}`.padEnd(2048 - 'user:'.length, 'x');
+      // maxResponseBytes far above the server's ceiling: only the server's limit applies.
+      const app = makeDialectApp(instance(), { mode, maxResponseBytes: packet * 2 });
+      app.control.result = (input) => ({ s: 'z'.repeat(input.amount - envelope) });
+      const k = key(mode);
+      // Far over what the server takes (the statement alone is over max_allowed_packet), then one byte over the ceiling.
+      for (const bytes of [Math.floor(packet / 2) + 1, ceiling + 1]) {
+        const runs = app.control.runs;
+        const error = await expectReason(
+          app.caller(k, user).payments.create({ amount: bytes }),
+          'response_too_large',
+          'INTERNAL_SERVER_ERROR',
+        );
+        expect(error.message).toContain(`The result (${bytes} bytes)`);
+        expect(error.message).toMatch(/max_allowed_packet/);
+        expect(app.control.runs).toBe(runs + 1);
+      }
+      // Nothing was stored, the handler's writes rolled back, the key is free: the same key runs a smaller result.
+      expect(await amountsOf(user)).toEqual([]);
+      const done = (await app.caller(k, user).payments.create({ amount: ceiling })) as { s: string };
+      expect(done.s).toHaveLength(ceiling - envelope);
+      // Stored whole: an instance without it cached replays it from the row.
+      const fresh = makeDialectApp(instance(), { mode, maxResponseBytes: packet * 2, cache: false });
+      const replayed = (await fresh.caller(k, user).payments.create({ amount: ceiling })) as { s: string };
+      expect(replayed.s).toHaveLength(ceiling - envelope);
+      expect(fresh.control.runs).toBe(0);
+      expect(await amountsOf(user)).toEqual([ceiling]);
+    }
   });
 
   it('answers 503 store_unavailable when the server cannot be reached, without running the handler', async () => {

@@ -1,27 +1,54 @@
 import { TRPCError } from '@trpc/server';
 import { postgresTextProblem } from '../serialize/postgres-text.js';
+import type { StoreDialect } from '../store/dialects/dialect.js';
+import { utf8Bytes } from './outcomes.js';
+
+/** What `checkScope` needs to know of the dialect: its name (for the message) and its longest scope. */
+export type ScopeStorage = Pick<StoreDialect, 'name' | 'maxScopeBytes'>;
 
 /**
- * The scope `scope` returned, checked to be text Postgres stores exactly: the database, the replay cache and the
- * in-process gate must all tell the same scopes apart.
+ * The scope `scope` returned, checked to be text every dialect stores exactly (UTF-8 without NUL, as Postgres text:
+ * the same scopes are accepted everywhere) and short enough for the dialect's table: the database, the replay cache
+ * and the in-process gate must all tell the same scopes apart, and MySQL outside strict mode would cut a longer one.
  *
  * A scope that cannot be stored is a 400, not a 500: it is the same for every retry of the request (a 5xx would be
  * retried for nothing), and in practice it comes from request data — a JSON-decoded claim or parameter can hold
- * `\uD800` or `\u0000`, while HTTP header values cannot.
+ * `\uD800` or `\u0000`, or be long, while HTTP header values cannot hold the first two.
  */
-export function checkScope(scope: unknown): string {
+export function checkScope(scope: unknown, storage: ScopeStorage = { name: 'postgres' }): string {
   if (typeof scope !== 'string') {
     throw new TypeError(`idempotency: \`scope\` must return a string, got ${typeof scope}`);
   }
   const problem = postgresTextProblem(scope);
   if (problem !== undefined) {
+    // Other dialects refuse the same scopes as Postgres, so that every dialect accepts the same ones.
+    const where =
+      storage.name === 'postgres'
+        ? 'Postgres text'
+        : 'the idempotency table (UTF-8 text without NUL on every database)';
     throw new TRPCError({
       code: 'BAD_REQUEST',
-      message: `idempotency: the scope for this request ${problem}; Postgres text cannot store it exactly, so it cannot be told apart from other scopes`,
+      message: `idempotency: the scope for this request ${problem}; ${where} cannot store it exactly, so it cannot be told apart from other scopes`,
     });
+  }
+  const max = storage.maxScopeBytes;
+  if (max !== undefined) {
+    const bytes = utf8Bytes(scope, max);
+    if (bytes > max) {
+      throw new TRPCError({
+        code: 'BAD_REQUEST',
+        message: `idempotency: the scope for this request is ${bytes} bytes of UTF-8; the ${DIALECT_TABLES[storage.name]} table holds a scope of at most ${max} bytes`,
+      });
+    }
   }
   return scope;
 }
+
+const DIALECT_TABLES: Record<StoreDialect['name'], string> = {
+  postgres: 'Postgres',
+  mysql: 'MySQL/MariaDB',
+  sqlite: 'SQLite',
+};
 
 /** The procedure path is stored too; only a router key that is not well-formed text could fail this. */
 export function checkPath(path: string): string {

@@ -5,6 +5,7 @@ import type { Emit } from '../events.js';
 import type { LeaseRenewer } from '../modes/lease-renewer.js';
 import type { ResolvedOptions } from '../options.js';
 import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
+import type { ScopeStorage } from './call-text.js';
 
 /** What a resolver behind the middleware finds in `ctx.idempotency`. */
 export interface IdempotencyContext<DB> {
@@ -55,6 +56,8 @@ export interface Runtime {
   db: Kysely<any>;
   store: KeyStore;
   sql: StatementSet;
+  /** The dialect's name and longest scope: a scope its table cannot hold is refused with a 400 before the claim. */
+  scopeStorage: ScopeStorage;
   cache: ReplayCache | undefined;
   emit: Emit | undefined;
   /** Lease mode: renews this instance's live leases. */

@@ -38,7 +38,7 @@ export function createMiddlewareFunction(rt: Runtime, gate: InFlightCalls, runMo
         ),
       );
     }
-    const scope = checkScope(options.scope({ ctx }));
+    const scope = checkScope(options.scope({ ctx }), rt.scopeStorage);
     const call: Call = {
       scope,
       key: found.key,

@@ -64,12 +64,26 @@ export function conflict(rt: Runtime, call: Call): TRPCError {
   );
 }
 
+/** The largest result that is stored: `maxResponseBytes`, or less where the store cannot take more in one statement. */
+export function responseLimit(rt: Runtime): number {
+  const { maxResultBytes } = rt.store;
+  const { maxResponseBytes } = rt.options;
+  return maxResultBytes !== undefined && maxResultBytes < maxResponseBytes ? maxResultBytes : maxResponseBytes;
+}
+
+/** A result over `responseLimit`: as deterministic as the handler, so a retry would fail the same way. */
 export function responseTooLarge(rt: Runtime, call: Call, bytes: number): TRPCError {
   event(rt, call, 'released');
+  const { maxResponseBytes } = rt.options;
+  const over =
+    bytes > maxResponseBytes
+      ? `exceeds maxResponseBytes (${maxResponseBytes})`
+      : `exceeds the ${rt.store.maxResultBytes} bytes the database takes in one statement (MySQL/MariaDB: (max_allowed_packet - 16 KiB) / 2)`;
+  const raise = bytes > maxResponseBytes ? 'raise maxResponseBytes' : "raise the server's max_allowed_packet";
   return toTRPCError(
     new IdempotencyError(
       'response_too_large',
-      `The result (${bytes} bytes) exceeds maxResponseBytes (${rt.options.maxResponseBytes}): nothing was stored and its writes were rolled back; raise maxResponseBytes or return less`,
+      `The result (${bytes} bytes) ${over}: nothing was stored and its writes were rolled back; ${raise} or return less`,
     ),
   );
 }

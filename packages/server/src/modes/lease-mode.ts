@@ -7,6 +7,7 @@ import {
   event,
   mismatch,
   replayRow,
+  responseLimit,
   responseTooLarge,
   responseToStore,
   utf8Bytes,
@@ -211,8 +212,9 @@ async function runOwned(
       event(rt, call, 'executed');
       return result;
     }
-    const bytes = utf8Bytes(response, options.maxResponseBytes);
-    if (bytes > options.maxResponseBytes) {
+    const limit = responseLimit(rt);
+    const bytes = utf8Bytes(response, limit);
+    if (bytes > limit) {
       await session.rollback([sql.releaseLease(owner)]).catch(() => {});
       throw responseTooLarge(rt, call, bytes);
     }

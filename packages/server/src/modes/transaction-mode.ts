@@ -7,6 +7,7 @@ import {
   event,
   mismatch,
   replayRow,
+  responseLimit,
   responseTooLarge,
   responseToStore,
   utf8Bytes,
@@ -139,8 +140,9 @@ async function runOwned(
     return result;
   }
   if (result.ok) {
-    const bytes = utf8Bytes(response, options.maxResponseBytes);
-    if (bytes > options.maxResponseBytes) {
+    const limit = responseLimit(rt);
+    const bytes = utf8Bytes(response, limit);
+    if (bytes > limit) {
       await session.rollback().catch(() => {});
       throw responseTooLarge(rt, call, bytes);
     }

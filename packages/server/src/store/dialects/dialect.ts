@@ -20,6 +20,11 @@ export interface KeyStore {
   readonly pipelined: boolean;
   /** True when this process reaches the database through one connection: duplicates queue in JavaScript. */
   readonly singleConnection: boolean;
+  /**
+   * The largest result, in UTF-8 bytes, one statement can store (MySQL: from `max_allowed_packet`), known once
+   * `ready()` resolved; undefined when only `maxResponseBytes` bounds it. A larger one is `response_too_large`.
+   */
+  readonly maxResultBytes?: number | undefined;
   /** Learns once what it needs of the server (PGlite or not, MariaDB or MySQL, SQLite settings). */
   ready(): Promise<void> | undefined;
   /** Opens a READ COMMITTED transaction (SQLite: BEGIN IMMEDIATE) and runs `statements` in it. */
@@ -45,6 +50,8 @@ export interface KeyStore {
 /** One dialect's store, statements, DDL and purge, chosen once per `createIdempotency`. */
 export interface StoreDialect {
   readonly name: DialectName;
+  /** The longest scope the table holds, in UTF-8 bytes; undefined when only the database's own limits apply. */
+  readonly maxScopeBytes?: number;
   readonly store: KeyStore;
   readonly sql: StatementSet;
   /** Creates the table and its expiry index if missing; safe when several instances run it at once. */

@@ -9,6 +9,11 @@ import type { MysqlServer } from './mysql-statements.js';
 const DEADLOCK = 1213;
 /** A claim that lost a deadlock is opened again this often before the call answers 409. */
 const DEADLOCK_RETRIES = 3;
+/**
+ * What a statement that stores a result holds besides it: the scope (2048 bytes) and key (255) as hex, the token,
+ * the table name and the SQL around them — under 6 KiB; the rest of `max_allowed_packet` carries the result.
+ */
+const STATEMENT_RESERVE = 16 * 1024;
 
 const decoder = new TextDecoder();
 
@@ -35,21 +40,25 @@ export function mysqlRow(row: Row): Row {
  */
 export class MysqlStore extends ConnectionStore {
   readonly server: MysqlServer = { mariadb: false };
+  /**
+   * The largest result a completion can store: the server refuses a statement over `max_allowed_packet` (and
+   * drops the connection), and a result travels as a hex literal, two characters a byte. Read once by `ready()`.
+   */
+  maxResultBytes: number | undefined;
   #db: Kysely<any>;
+  #flavour: 'mysql' | 'mariadb' | undefined;
   #detecting: Promise<void> | undefined;
   #detected = false;
 
-  /** `flavour` skips detection (tests run the MySQL 8 path on MariaDB with it). */
+  /** `flavour` skips the version detection (tests run the MySQL 8 path on MariaDB with it). */
   constructor(db: Kysely<any>, flavour?: 'mysql' | 'mariadb') {
     super();
     this.#db = db;
-    if (flavour) {
-      this.server.mariadb = flavour === 'mariadb';
-      this.#detected = true;
-    }
+    this.#flavour = flavour;
+    if (flavour) this.server.mariadb = flavour === 'mariadb';
   }
 
-  /** Learns once whether the server is MariaDB; a failure is retried by the next call. */
+  /** Learns once whether the server is MariaDB and its `max_allowed_packet`; a failure is retried by the next call. */
   ready(): Promise<void> | undefined {
     if (this.#detected) return undefined;
     this.#detecting ??= this.#detect().finally(() => {
@@ -61,8 +70,14 @@ export class MysqlStore extends ConnectionStore {
   async #detect(): Promise<void> {
     const held = await this.hold();
     try {
-      const { rows } = await held.query('SELECT VERSION() AS v');
-      this.server.mariadb = /mariadb/i.test(String(rows[0]?.v ?? ''));
+      if (!this.#flavour) {
+        const { rows } = await held.query('SELECT VERSION() AS v');
+        this.server.mariadb = /mariadb/i.test(String(rows[0]?.v ?? ''));
+      }
+      // The session's value: the global one as the connection opened (a session cannot change it).
+      const { rows } = await held.query('SELECT @@max_allowed_packet AS packet');
+      const packet = Number(rows[0]?.packet);
+      this.maxResultBytes = packet > 0 ? Math.floor((packet - STATEMENT_RESERVE) / 2) : undefined;
       this.#detected = true;
     } finally {
       await held.release();
