@@ -158,7 +158,7 @@ describe.each(['sqlite', 'libsql'] as const)('lease liveness on %s', (name) => {
   it('never takes over a live holder whose renewals cannot run (handler 8× the lease)', async () => {
     const a = makeDialectApp({ db: open() }, { mode: 'lease', lease: 300 });
     const b = makeDialectApp({ db: open() }, { mode: 'lease', lease: 300, wait: 0 });
-    // Longer than the duplicate's bound on the write lock (its `wait`, at least 1 s) after the lease lapsed. A's
+    // Far longer than the duplicate's bound on the write lock (its `wait`, here 0: a 50 ms floor) after the lease lapsed. A's
     // renewals queue behind its own transaction, which holds the write lock: the duplicate cannot get past it to
     // take the claim over within its bound, and answers 409.
     await expectLiveHolderKept(a, b, 2_400, open());
