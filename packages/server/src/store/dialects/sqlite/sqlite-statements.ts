@@ -63,33 +63,44 @@ WHERE k.scope = ? AND k.key = ? AND ${expiredAndFree('k')} RETURNING expires_at 
     );
   }
 
-  claimLease(v: ClaimValues & { token: string; leaseMs: number }): Step {
-    return plain(
-      `INSERT INTO ${this.#t} (scope, key, fingerprint, path, status, token, locked_until, created_at, expires_at)
+  /** `deadline` (the call's, performance.now() ms) bounds the wait for the write lock: `wait`, not more. */
+  claimLease(v: ClaimValues & { token: string; leaseMs: number; deadline?: number }): Step {
+    return untilDeadline(
+      plain(
+        `INSERT INTO ${this.#t} (scope, key, fingerprint, path, status, token, locked_until, created_at, expires_at)
 VALUES (?, ?, ?, ?, 'in_progress', ?, ${NOW_MS} + ${int(v.leaseMs)}, ${NOW_MS}, ${NOW_MS} + ${int(v.ttlMs)})
 ON CONFLICT (scope, key) DO NOTHING RETURNING expires_at AS expires_ms`,
-      [text(v.scope), text(v.key), v.fingerprint, text(v.path), v.token],
+        [text(v.scope), text(v.key), v.fingerprint, text(v.path), v.token],
+      ),
+      v.deadline,
     );
   }
 
-  takeOverLease(v: ClaimValues & { token: string; leaseMs: number }): Step {
-    return plain(
-      `UPDATE ${this.#t} AS k SET fingerprint = ?, path = ?, status = 'in_progress', token = ?,
+  takeOverLease(v: ClaimValues & { token: string; leaseMs: number; deadline?: number }): Step {
+    return untilDeadline(
+      plain(
+        `UPDATE ${this.#t} AS k SET fingerprint = ?, path = ?, status = 'in_progress', token = ?,
   locked_until = ${NOW_MS} + ${int(v.leaseMs)}, response = NULL,
   created_at = ${NOW_MS}, expires_at = ${NOW_MS} + ${int(v.ttlMs)}
 WHERE k.scope = ? AND k.key = ? AND (${expiredAndFree('k')}
   OR (k.status = 'in_progress' AND k.locked_until <= ${NOW_MS} AND k.fingerprint = ? AND k.path = ?))
 RETURNING expires_at AS expires_ms`,
-      [v.fingerprint, text(v.path), v.token, text(v.scope), text(v.key), v.fingerprint, text(v.path)],
+        [v.fingerprint, text(v.path), v.token, text(v.scope), text(v.key), v.fingerprint, text(v.path)],
+      ),
+      v.deadline,
     );
   }
 
-  select(r: RowKey): Step {
-    return plain(
-      `SELECT t.status, t.fingerprint, t.path, t.response, t.token, max(0, t.expires_at - ${NOW_MS}) AS expires_in_ms,
+  /** A duplicate's read passes its call's `deadline`: it waits for the write lock no longer than its `wait`. */
+  select(r: RowKey & { deadline?: number }): Step {
+    return untilDeadline(
+      plain(
+        `SELECT t.status, t.fingerprint, t.path, t.response, t.token, max(0, t.expires_at - ${NOW_MS}) AS expires_in_ms,
   max(0, coalesce(t.locked_until - ${NOW_MS}, 0)) AS lease_left_ms, ${expiredAndFree('t')} AS free
 FROM ${this.#t} AS t WHERE t.scope = ? AND t.key = ?`,
-      [text(r.scope), text(r.key)],
+        [text(r.scope), text(r.key)],
+      ),
+      r.deadline,
     );
   }
 
@@ -111,12 +122,17 @@ FROM ${this.#t} AS t WHERE t.scope = ? AND t.key = ?`,
     return fenced(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE ${owns(false)}`, [response, ...ownerValues(r)]);
   }
 
-  /** Extends the live leases of the listed owners in one statement; returns the token of each renewed one. */
+  /**
+   * Extends the leases of the listed owners that still hold their claims, in one statement; returns the token of each
+   * renewed one. A lapsed lease whose token still owns the row is renewed too: nobody took it over (a takeover
+   * replaces the token), its holder just could not renew sooner (the write lock was busy). Only a missing token tells
+   * a holder it lost its claim: a late renewal must never make a live holder give up a key whose handler ran.
+   */
   renewLeases(owners: readonly (RowKey & { token: string })[], leaseMs: number): Step {
     const values = owners.map(() => '(?, ?, ?)').join(', ');
     return plain(
       `UPDATE ${this.#t} SET locked_until = ${NOW_MS} + ${int(leaseMs)}
-WHERE (scope, key, token) IN (VALUES ${values}) AND status = 'in_progress' AND locked_until > ${NOW_MS}
+WHERE (scope, key, token) IN (VALUES ${values}) AND status = 'in_progress'
 RETURNING token`,
       owners.flatMap((o) => ownerValues(o)),
     );
@@ -158,6 +174,11 @@ function owns(liveLease: boolean): string {
 
 function ownerValues(r: RowKey & { token: string }): unknown[] {
   return [text(r.scope), text(r.key), r.token];
+}
+
+/** Bounds `step`'s wait for the write lock by what is left until `deadline` (performance.now() ms), if given. */
+function untilDeadline(step: Step, deadline: number | undefined): Step {
+  return withWait(step, deadline === undefined ? undefined : Math.max(0, Math.ceil(deadline - performance.now())));
 }
 
 function withWait(step: Step, lockWaitMs: number | undefined): Step {

@@ -8,6 +8,22 @@ import { type HeldConnection, holdConnection } from '../held-connection.js';
 /** First and largest pause between two tries for the write lock another process holds. */
 const BUSY_FIRST_MS = 2;
 const BUSY_MAX_MS = 50;
+/** The least a live holder waits for the write lock on a key it owns (see SqliteStore's constructor). */
+const HOLDER_WAIT_MS = 10_000;
+
+/**
+ * The least a claim waits for the write lock, whatever its `wait`: on SQLite every writer takes it, so a claim
+ * with `wait` 0 would otherwise answer 409 whenever an unrelated write (another key's claim, a renewal: a
+ * statement or two) held it at that instant, even for a key that is done and would replay.
+ */
+const CLAIM_WAIT_FLOOR_MS = 50;
+
+/** The bound a list's first step carries on the wait for the write lock (a claim's `wait`), if any. */
+function lockWaitOf(statements: readonly Statement[]): number | undefined {
+  const first = statements[0];
+  const bound = typeof first === 'function' ? first.lockWaitMs : undefined;
+  return bound === undefined ? undefined : Math.max(bound, CLAIM_WAIT_FLOOR_MS);
+}
 
 /** SQLITE_BUSY (better-sqlite3 and libSQL both name it in `code`): another connection holds the write lock. */
 export function isSqliteBusy(error: unknown): boolean {
@@ -46,22 +62,29 @@ export class SqliteStore extends ConnectionStore {
   #busyTimeout: number | undefined;
 
   /**
-   * `waitMs` (the `wait` option, at least 1 s) bounds the wait for the write lock where the statements carry no
-   * bound of their own: lease claims, completions, the handler's transaction in lease mode.
+   * `waitMs` (the `wait` option) bounds a claim's wait for the write lock, which its statements carry (lockWaitMs).
+   * What carries no bound is a live holder's own work on a key it owns: its handler's transaction, the release or
+   * stored error after a rollback, renewals. That waits longer (at least HOLDER_WAIT_MS): while other processes'
+   * claims and renewals keep the write lock busy, a holder giving up would answer an error for a key it owns, and
+   * after its handler ran, leave the key to run again.
    */
   constructor(db: Kysely<any>, waitMs: number) {
     super();
     this.#db = db;
-    this.#defaultWaitMs = Math.max(waitMs, 1_000);
+    this.#defaultWaitMs = Math.max(waitMs, HOLDER_WAIT_MS);
   }
 
   ready(): undefined {
     return undefined;
   }
 
-  async begin(statements: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }> {
-    const first = statements[0];
-    const waitMs = typeof first === 'function' && first.lockWaitMs !== undefined ? first.lockWaitMs : undefined;
+  async begin(
+    statements: readonly Statement[],
+    waitMs = lockWaitOf(statements),
+  ): Promise<{
+    session: Session;
+    rows: Row[][];
+  }> {
     const { held, unlock } = await this.#beginImmediate(waitMs ?? this.#defaultWaitMs);
     const release = async () => {
       await held.release();
@@ -78,7 +101,8 @@ export class SqliteStore extends ConnectionStore {
 
   /** Our autocommit statements write: each list runs in its own BEGIN IMMEDIATE … COMMIT. */
   async autocommit(statements: readonly Statement[]): Promise<Row[][]> {
-    const { session } = await this.begin([]);
+    // A claim's or a duplicate's read carries its bound (`wait`); the holder's own writes take the default.
+    const { session } = await this.begin([], lockWaitOf(statements));
     let rows: Row[][];
     try {
       rows = await session.run(statements);
