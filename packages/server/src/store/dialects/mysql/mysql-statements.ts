@@ -244,8 +244,8 @@ FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`,
    * and its handler's holdLease both take it on one connection, and one release frees every count.
    */
   #freeOnRelease(c: StepConnection, lock: string): void {
-    let locks = this.#releasing.get(c);
-    if (!locks) this.#releasing.set(c, (locks = new Set()));
+    const locks = this.#releasing.get(c) ?? new Set<string>();
+    this.#releasing.set(c, locks);
     if (locks.has(lock)) return;
     locks.add(lock);
     c.onRelease(releaseLock(lock));
