@@ -181,6 +181,28 @@ describe('lease liveness on mariadb', () => {
       expect(await paymentsOf('free-throw')).toEqual([]);
     });
 
+    it('after a claim that lost (the lock busy with a live holder; the key already done: a replay)', async () => {
+      const a = makeDialectApp({ db: m.connect({ max: 1 }) as Kysely<AppDB> }, { mode: 'lease', lease: 300 });
+      const dbC = m.connect({ max: 1 }) as Kysely<AppDB>;
+      const gate = deferred();
+      a.control.gate = gate.promise;
+      const key = newKey();
+      const original = a.caller(key, 'free-lost').payments.create({ amount: 4 });
+      await until(() => a.control.atGate === 1);
+      // The holder's connection holds the lock: the duplicate's claim finds it busy and inserts nothing.
+      const busy = makeDialectApp({ db: dbC }, { mode: 'lease', lease: 300, wait: 0 });
+      await expectReason(busy.caller(key, 'free-lost').payments.create({ amount: 4 }), 'in_progress', 'CONFLICT');
+      expect(await leakedLocks(dbC)).toBe(0);
+      gate.resolve();
+      const result = await original;
+      // The key is done: the claim takes the free lock, its INSERT finds the row, the call replays it.
+      const replay = makeDialectApp({ db: dbC }, { mode: 'lease', lease: 300 });
+      expect(await replay.caller(key, 'free-lost').payments.create({ amount: 4 })).toEqual(result);
+      expect(await lockHolder(key, 'free-lost')).toBeNull();
+      expect(await leakedLocks(dbC)).toBe(0);
+      expect([a.control.runs, busy.control.runs, replay.control.runs]).toEqual([1, 0, 0]);
+    });
+
     it('after the completion failed (the token was replaced: nothing commits)', async () => {
       const dbA = m.connect({ max: 2 }) as Kysely<AppDB>;
       const a = makeDialectApp({ db: dbA }, { mode: 'lease', lease: 300 });
