@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { TRPCError } from '@trpc/server';
 import { createMariaDbDatabase, createSqliteFile, type MariaDbDatabase } from '@trpc-idempotency/test-db';
 import { type Kysely, sql } from 'kysely';
@@ -5,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MysqlStatements } from '../store/dialects/mysql/mysql-statements.js';
 import { parseTableName } from '../store/table-name.js';
 import { makeDialectApp } from './dialect-app.js';
-import { expectReason, failure } from './expectations.js';
+import { expectReason, failure, reasonOf } from './expectations.js';
 import { type AppDB, deferred, sleep, until } from './harness.js';
 
 let keySeq = 0;
@@ -81,6 +82,76 @@ describe('lease liveness on mariadb', () => {
     expect(await paymentsOf('live-dead')).toEqual([6]);
   });
 
+  it('never takes over a live holder waiting for a pooled connection between its claim and its handler (pool max 1)', async () => {
+    // Instance A (one connection) gets X and Y at once: one's handler holds the connection at the gate while the
+    // other waits for it. A waiting holder is alive: past its lease (no renewal of A gets a connection either), a
+    // duplicate on B must not take its key over. It may answer 409, or run the key itself if A holds no claim on
+    // it yet (A then replays B's result): either way each key's handler runs once and A's calls succeed.
+    const a = makeDialectApp({ db: m.connect({ max: 1 }) as Kysely<AppDB> }, { mode: 'lease', lease: 300 });
+    const b = makeDialectApp({ db: m.connect({ max: 2 }) as Kysely<AppDB> }, { mode: 'lease', lease: 300, wait: 0 });
+    const runsOf = new Map<number, number>();
+    const countRun = (input: { amount: number }) => {
+      runsOf.set(input.amount, (runsOf.get(input.amount) ?? 0) + 1);
+      return { execution: randomUUID(), amount: input.amount };
+    };
+    a.control.result = countRun;
+    b.control.result = countRun;
+    const gate = deferred();
+    a.control.gate = gate.promise;
+    const [x, y] = [newKey(), newKey()];
+    const onA = [
+      a.caller(x, 'live-waiting').payments.create({ amount: 1 }),
+      a.caller(y, 'live-waiting').payments.create({ amount: 2 }),
+    ];
+    for (const p of onA) p.catch(() => {}); // Awaited below.
+    await until(() => a.control.atGate === 1);
+    await sleep(600);
+    const onB = await Promise.allSettled([
+      b.caller(x, 'live-waiting').payments.create({ amount: 1 }),
+      b.caller(y, 'live-waiting').payments.create({ amount: 2 }),
+    ]);
+    gate.resolve();
+    const results = await Promise.all(onA);
+    expect(b.events.filter((e) => e.type === 'taken_over').map((e) => e.key)).toEqual([]);
+    expect([...runsOf.entries()].sort()).toEqual([
+      [1, 1],
+      [2, 1],
+    ]);
+    onB.forEach((settled, i) => {
+      if (settled.status === 'fulfilled') expect(settled.value).toEqual(results[i]);
+      else expect(reasonOf(settled.reason)).toBe('in_progress');
+    });
+    expect((await paymentsOf('live-waiting')).sort()).toEqual([1, 2]);
+  });
+
+  it('runs each key once when 4 instances with small pools claim the same 20 keys at once (lease 150 ms)', async () => {
+    // Each instance's calls queue for its 2 connections between their claims and their handlers' transactions, far
+    // past the lease, renewals included: no instance died, so none may take another's key over.
+    const apps = [0, 1, 2, 3].map(() =>
+      makeDialectApp({ db: m.connect({ max: 2 }) as Kysely<AppDB> }, { mode: 'lease', lease: 150, wait: 20_000 }),
+    );
+    const runsOf = new Map<number, number>();
+    for (const app of apps) {
+      app.control.delayMs = 100;
+      app.control.result = (input) => {
+        runsOf.set(input.amount, (runsOf.get(input.amount) ?? 0) + 1);
+        return { execution: `${input.amount}-${runsOf.get(input.amount)}`, amount: input.amount };
+      };
+    }
+    const keys = Array.from({ length: 20 }, () => newKey());
+    const settled = await Promise.allSettled(
+      apps.flatMap((app) => keys.map((key, i) => app.caller(key, 'storm').payments.create({ amount: i + 1 }))),
+    );
+    const takenOver = apps.flatMap((app) => app.events.filter((e) => e.type === 'taken_over'));
+    const twice = [...runsOf.entries()].filter(([, n]) => n > 1);
+    expect({ twice, takenOver: takenOver.length }).toEqual({ twice: [], takenOver: 0 });
+    expect(runsOf.size).toBe(20);
+    expect(
+      settled.filter((s) => s.status === 'rejected').map((s) => String((s as PromiseRejectedResult).reason)),
+    ).toEqual([]);
+    expect((await paymentsOf('storm')).sort((p, q) => p - q)).toEqual(keys.map((_, i) => i + 1));
+  });
+
   describe('gives the pooled connection back without the lease lock', () => {
     it('after a success (the handler held it while it ran)', async () => {
       const dbA = m.connect({ max: 1 }) as Kysely<AppDB>;
@@ -108,6 +179,28 @@ describe('lease liveness on mariadb', () => {
       await failure(a.caller(newKey(), 'free-throw').payments.create({ amount: 2 }));
       expect(await leakedLocks(dbA)).toBe(0);
       expect(await paymentsOf('free-throw')).toEqual([]);
+    });
+
+    it('after a claim that lost (the lock busy with a live holder; the key already done: a replay)', async () => {
+      const a = makeDialectApp({ db: m.connect({ max: 1 }) as Kysely<AppDB> }, { mode: 'lease', lease: 300 });
+      const dbC = m.connect({ max: 1 }) as Kysely<AppDB>;
+      const gate = deferred();
+      a.control.gate = gate.promise;
+      const key = newKey();
+      const original = a.caller(key, 'free-lost').payments.create({ amount: 4 });
+      await until(() => a.control.atGate === 1);
+      // The holder's connection holds the lock: the duplicate's claim finds it busy and inserts nothing.
+      const busy = makeDialectApp({ db: dbC }, { mode: 'lease', lease: 300, wait: 0 });
+      await expectReason(busy.caller(key, 'free-lost').payments.create({ amount: 4 }), 'in_progress', 'CONFLICT');
+      expect(await leakedLocks(dbC)).toBe(0);
+      gate.resolve();
+      const result = await original;
+      // The key is done: the claim takes the free lock, its INSERT finds the row, the call replays it.
+      const replay = makeDialectApp({ db: dbC }, { mode: 'lease', lease: 300 });
+      expect(await replay.caller(key, 'free-lost').payments.create({ amount: 4 })).toEqual(result);
+      expect(await lockHolder(key, 'free-lost')).toBeNull();
+      expect(await leakedLocks(dbC)).toBe(0);
+      expect([a.control.runs, busy.control.runs, replay.control.runs]).toEqual([1, 0, 0]);
     });
 
     it('after the completion failed (the token was replaced: nothing commits)', async () => {

@@ -94,12 +94,13 @@ async function claimKey(
 > {
   const { store, sql, options } = rt;
   const lease = { ...call, ttlMs: options.ttl, token: globalThis.crypto.randomUUID(), leaseMs: options.lease };
-  // On the fast path a claim commits and opens the handler's transaction in one round trip; when it lost, that
-  // transaction serves to read the row and is rolled back in the same round trip.
+  // On the fast path a claim commits and opens the handler's transaction in one round trip; on MySQL on one
+  // connection, which holds the key's lease lock from the claim on. When it lost, that transaction serves to read the
+  // row and is rolled back (on the fast path in the same round trip).
   const tryClaim = async (
     statement: Statement,
   ): Promise<{ row: Row | undefined; session?: Session; locked?: boolean }> => {
-    if (!store.pipelined) return { row: (await store.autocommit([statement]))[0]?.[0] };
+    if (!store.commitsThenBegins) return { row: (await store.autocommit([statement]))[0]?.[0] };
     const { session, rows } = await store.commitThenBegin(statement, sql.holdLease(lease));
     return { row: rows[0]?.[0], session, locked: (rows[2]?.length ?? 0) > 0 };
   };

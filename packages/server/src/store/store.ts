@@ -12,6 +12,8 @@ import type { TableName } from './table-name.js';
 export class Store {
   /** True when a statement list costs one round trip (the pg fast path). */
   readonly pipelined: boolean;
+  /** Lease mode claims through `commitThenBegin` on the fast path. */
+  readonly commitsThenBegins: boolean;
   readonly root: Kysely<any>;
   #own: Kysely<any>;
   #pool: PgPoolLike | undefined;
@@ -30,6 +32,7 @@ export class Store {
     this.#pool = pool;
     this.#renewal = pool ? RenewalClient.of(pool) : undefined;
     this.pipelined = pool !== undefined;
+    this.commitsThenBegins = this.pipelined;
     // pg-pool stops listening for a client's errors when it hands the client out, and a new client can report a
     // terminated backend in the same socket read that completed its connection, before the holder can listen:
     // Node would crash on the unhandled 'error'. The failing query reports the error anyway.

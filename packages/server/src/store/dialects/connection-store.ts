@@ -13,6 +13,7 @@ import type { KeyStore } from './dialect.js';
  */
 export abstract class ConnectionStore implements KeyStore {
   readonly pipelined = false;
+  readonly commitsThenBegins: boolean = false;
   readonly singleConnection = false;
 
   abstract ready(): Promise<void> | undefined;
@@ -27,7 +28,7 @@ export abstract class ConnectionStore implements KeyStore {
 
   renewalsIdle(): void {}
 
-  commitThenBegin(): Promise<{ session: Session; rows: Row[][] }> {
-    throw new Error('idempotency: commitThenBegin needs the pg fast path');
+  commitThenBegin(_statement: Statement, _after?: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }> {
+    throw new Error('idempotency: commitThenBegin needs the pg fast path or MySQL');
   }
 }

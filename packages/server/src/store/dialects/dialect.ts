@@ -35,7 +35,12 @@ export interface KeyStore {
    * the caller then opens it with `begin` and reads the claim's rows.
    */
   beginClaim?(statements: readonly Statement[], key: RowKey): Promise<{ session: Session; owned: boolean }> | undefined;
-  /** Fast path only: commits `statement` and opens the handler's transaction in one round trip. */
+  /**
+   * `commitThenBegin` serves lease mode's claim: the pg fast path (one round trip), and MySQL (the claim and the
+   * handler's transaction on one connection, so the key's lease lock is never without a holder, see MysqlStore).
+   */
+  readonly commitsThenBegins: boolean;
+  /** Commits `statement` (lease mode's claim) and opens the handler's transaction with `after` in it. */
   commitThenBegin(statement: Statement, after?: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }>;
   /** Runs statements outside any transaction of ours. */
   autocommit(statements: readonly Statement[]): Promise<Row[][]>;

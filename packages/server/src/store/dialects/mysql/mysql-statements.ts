@@ -71,6 +71,8 @@ export class MysqlStatements implements StatementSet {
   /** The table as the lease lock's name says it: named locks are server-wide, so the database is part of it. */
   readonly #lockTable: string;
   readonly #server: MysqlServer;
+  /** The lease locks each held connection frees when it is given back (a checkout's connection is a new object). */
+  readonly #releasing = new WeakMap<StepConnection, Set<string>>();
 
   constructor(table: TableName, server: MysqlServer) {
     const { schema, name } = table.parts;
@@ -94,11 +96,31 @@ WHERE ${this.#where('k', v)} AND ${expiredAndFree('k')}`;
     return this.#updateClaim(update, v.ttlMs, lockTimeoutMs);
   }
 
+  /**
+   * Inserts the claim only if the key's lease lock is free: taken in the INSERT's own SELECT (no wait), so the claim
+   * and its lock come in one statement. A busy lock means the key has a live holder (or a taker or a finishing owner
+   * holds it for a moment): nothing is inserted, the claim reports the key taken and the caller reads the row. The
+   * lock stays on this connection, which runs the handler's transaction next (MysqlStore.commitThenBegin): a claim is
+   * never without its lock, so no taker gets past it while the holder lives, even while the holder waits for pooled
+   * connections before its handler runs. Freed when the connection is given back (also after a duplicate-key loss).
+   */
   claimLease(v: ClaimValues & { token: string; leaseMs: number }): Step {
+    const lock = this.leaseLockName(v);
     const insert = `INSERT INTO ${this.#t} (scope, \`key\`, fingerprint, path, status, token, locked_until, created_at, expires_at)
-VALUES (${hexText(v.scope, MAX_SCOPE_BYTES)}, ${hexText(v.key)}, ${hexText(v.fingerprint)}, ${hexText(v.path)}, 'in_progress',
-  ${hexText(v.token)}, ${NOW_MS} + ${int(v.leaseMs)}, ${NOW_MS}, ${NOW_MS} + ${int(v.ttlMs)})`;
-    return this.#insertClaim(insert, v.ttlMs, undefined);
+SELECT ${hexText(v.scope, MAX_SCOPE_BYTES)}, ${hexText(v.key)}, ${hexText(v.fingerprint)}, ${hexText(v.path)}, 'in_progress',
+  ${hexText(v.token)}, ${NOW_MS} + ${int(v.leaseMs)}, ${NOW_MS}, ${NOW_MS} + ${int(v.ttlMs)}
+FROM DUAL WHERE GET_LOCK(${lock}, 0) = 1`;
+    return async (c) => {
+      // Registered first: a duplicate-key error after GET_LOCK still frees it.
+      this.#freeOnRelease(c, lock);
+      try {
+        const inserted = Number((await c.query(insert)).numAffectedRows ?? 0) > 0;
+        return inserted ? [{ expires_ms: Date.now() + v.ttlMs }] : [];
+      } catch (error) {
+        if (isDuplicateKey(error)) return [];
+        throw error;
+      }
+    };
   }
 
   /**
@@ -123,7 +145,7 @@ WHERE ${this.#where('k', v)} AND CASE WHEN k.status = 'in_progress'
     const claim = this.#updateClaim(update, v.ttlMs, undefined);
     return async (c) => {
       // Registered first: a failure after GET_LOCK still frees it.
-      c.onRelease(releaseLock(lock));
+      this.#freeOnRelease(c, lock);
       return claim(c);
     };
   }
@@ -191,9 +213,12 @@ WHERE ${this.#owner('k', o, !o.locked)}${o.locked ? ` AND ${lockHeld}` : ''}`,
     let locked = false;
     return [
       async (c) => {
-        c.onRelease(releaseLock(lock));
+        this.#freeOnRelease(c, lock);
         const { rows } = await c.query(
-          `SELECT GET_LOCK(${lock}, ${HOLD_LOCK_WAIT_S}) AS locked FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`,
+          // Already ours when the claim took it on this connection (MysqlStore.commitThenBegin): not taken twice,
+          // so one RELEASE_LOCK frees it.
+          `SELECT CASE WHEN IS_USED_LOCK(${lock}) = CONNECTION_ID() THEN 1 ELSE GET_LOCK(${lock}, ${HOLD_LOCK_WAIT_S}) END AS locked
+FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`,
         );
         locked = Number(rows[0]?.locked) === 1;
         return rows;
@@ -212,6 +237,18 @@ WHERE ${this.#owner('k', o, !o.locked)}${o.locked ? ` AND ${lockHeld}` : ''}`,
   storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number): Step {
     const update = `UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)} WHERE ${this.#owner('k', r, false)}`;
     return async (c) => (Number((await c.query(update)).numAffectedRows ?? 0) > 0 ? [{ stored: 1 }] : []);
+  }
+
+  /**
+   * Frees `lock` when `c` is given back (see releaseLock), registered once per connection and lock: a lease claim
+   * and its handler's holdLease both take it on one connection, and one release frees every count.
+   */
+  #freeOnRelease(c: StepConnection, lock: string): void {
+    const locks = this.#releasing.get(c) ?? new Set<string>();
+    this.#releasing.set(c, locks);
+    if (locks.has(lock)) return;
+    locks.add(lock);
+    c.onRelease(releaseLock(lock));
   }
 
   /** The name of `r`'s lease lock, as an SQL expression (for tests and operators: `SELECT IS_USED_LOCK(…)`). */

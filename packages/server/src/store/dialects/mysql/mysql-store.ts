@@ -36,9 +36,12 @@ export function mysqlRow(row: Row): Row {
  * row it committed — MySQL's default REPEATABLE READ would show a stale snapshot.
  *
  * Renewals share the pool: a holder whose renewals cannot get a connection past its lease keeps its claim all the
- * same, by the named lock its handler's connection holds (MysqlStatements.holdLease).
+ * same, by the named lock its connection holds (MysqlStatements.holdLease). In lease mode that connection is the
+ * one its claim ran on (commitThenBegin): a holder never waits for a pooled connection between its claim and its
+ * handler without the lock, which would let another instance take a live holder over.
  */
 export class MysqlStore extends ConnectionStore {
+  override readonly commitsThenBegins = true;
   readonly server: MysqlServer = { mariadb: false };
   /**
    * The largest result a completion can store: the server refuses a statement over `max_allowed_packet` (and
@@ -88,19 +91,51 @@ export class MysqlStore extends ConnectionStore {
     return holdConnection(this.#db, mysqlRow);
   }
 
-  async begin(statements: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }> {
+  begin(statements: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }> {
+    return this.#open(async (session, held) => {
+      await startReadCommitted(held);
+      return session.run(statements);
+    });
+  }
+
+  /**
+   * Lease mode's claim: runs `statement` in autocommit on a held connection, then, if it owns the key, opens the
+   * handler's transaction on that same connection and runs `after` in it; if not, the session serves to read the row.
+   * The claim takes the key's lease lock in its statement (a session lock: it outlives the commit), so from the
+   * claim's commit to the handler's end the holder holds it, however long the call waits for pooled connections
+   * meanwhile (its renewals) — a live holder is never without its lock.
+   */
+  override commitThenBegin(
+    statement: Statement,
+    after: readonly Statement[] = [],
+  ): Promise<{ session: Session; rows: Row[][] }> {
+    return this.#open(async (session, held, committed) => {
+      const claimed = (await session.run([statement]))[0] ?? [];
+      if (claimed.length === 0) return [claimed];
+      committed();
+      await startReadCommitted(held);
+      return [claimed, ...(await session.run(after))];
+    });
+  }
+
+  /** Runs `steps` on a held connection; a deadlock victim starts again, unless its claim had committed. */
+  async #open(
+    steps: (session: ConnectionSession, held: HeldConnection, committed: () => void) => Promise<Row[][]>,
+  ): Promise<{ session: Session; rows: Row[][] }> {
     await this.ready();
     for (let attempt = 1; ; attempt++) {
       const held = await this.hold();
       const session = new ConnectionSession(held, this.#db, (after) => this.autocommit(after));
+      let again = attempt < DEADLOCK_RETRIES;
       try {
-        await held.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
-        await held.query('START TRANSACTION');
-        return { session, rows: await session.run(statements) };
+        const rows = await steps(session, held, () => {
+          again = false;
+        });
+        return { session, rows };
       } catch (error) {
         await session.rollback().catch(() => {});
-        // Nothing of the handler ran yet: a deadlock victim's claim can simply be opened again.
-        if ((error as { errno?: unknown })?.errno === DEADLOCK && attempt < DEADLOCK_RETRIES) continue;
+        // Nothing of the handler ran yet, nor did a claim commit: a deadlock victim's claim can be opened again.
+        if ((error as { errno?: unknown })?.errno === DEADLOCK && again) continue;
         throw error;
       }
     }
@@ -116,4 +151,9 @@ export class MysqlStore extends ConnectionStore {
       await held.release();
     }
   }
+}
+
+async function startReadCommitted(held: HeldConnection): Promise<void> {
+  await held.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
+  await held.query('START TRANSACTION');
 }
