@@ -30,7 +30,7 @@ const FENCED = '22012';
  * AND that lock is free (the holder's connection is gone), however starved its renewals (lease-renewer.ts) are.
  * The handler's writes commit with the stored result only while the token still owns the row; a holder that learns
  * it was taken over is told (its signal) and fenced off.
- * A duplicate polls until `wait`, then 409.
+ * A duplicate polls until `wait`, then 409; so does a claim taken over before its handler ran (it never ran).
  */
 export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promise<MiddlewareResultLike> {
   try {
@@ -41,6 +41,8 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
   }
   let pause = POLL_FIRST_MS;
   let waited = false;
+  // A call that owned the key but lost it before its handler ran waits again: one `waited` event per call.
+  let reportedWait = false;
   for (;;) {
     let claim: Awaited<ReturnType<typeof claimKey>>;
     try {
@@ -49,15 +51,21 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
       throw claimFailure(rt, call, error);
     }
     if (claim.owner) {
-      if (waited) event(rt, call, 'waited');
+      if (waited && !reportedWait) event(rt, call, 'waited');
+      reportedWait ||= waited;
       if (claim.owner.takeover) event(rt, call, 'taken_over');
-      return await runOwned(rt, call, next, claim.owner, claim.session);
+      const outcome = await runOwned(rt, call, next, claim.owner, claim.session);
+      if (outcome !== NOT_RUN) return outcome;
+      // Taken over before its handler ran: nothing of this call happened, so it is a duplicate now, and waits for the
+      // new owner's outcome within what is left of `wait` (or claims the key again if that owner lets it go).
+      waited = true;
+      continue;
     }
     const existing = claim.existing;
     if (existing) {
       if (existing.fingerprint !== call.fingerprint || existing.path !== call.path) throw mismatch(rt, call);
       if (existing.status === 'done' && typeof existing.response === 'string') {
-        if (waited) event(rt, call, 'waited');
+        if (waited && !reportedWait) event(rt, call, 'waited');
         return replayRow(rt, call, existing.response, claim.readAt + Number(existing.expires_in_ms));
       }
     }
@@ -143,13 +151,16 @@ function deadLease(row: Row, call: Call): boolean {
   );
 }
 
+/** runOwned's answer when the claim was taken over before its handler ran: the caller waits as a duplicate. */
+const NOT_RUN = Symbol('not run');
+
 async function runOwned(
   rt: Runtime,
   call: Call,
   next: NextFn,
   claim: Owner,
   opened: Session | undefined,
-): Promise<MiddlewareResultLike> {
+): Promise<MiddlewareResultLike | typeof NOT_RUN> {
   const { store, sql, options } = rt;
   const owner = { scope: call.scope, key: call.key, token: claim.token };
   // On one connection (PGlite) nobody else can take the claim over while this process lives: no renewal.
@@ -169,10 +180,11 @@ async function runOwned(
       throw claimFailure(rt, call, error);
     }
     // The lease ran out before the handler's transaction held the key's lock (no connection for that long), and
-    // another call took the key over: this one never ran, the new owner's outcome will answer.
+    // another call took the key over (on MySQL, or the lock stayed busy): this one's handler never ran, so the call
+    // waits like a duplicate for the key's outcome. Its claim, should the token still own it, is let go first.
     if (!locked) {
-      await session.rollback().catch(() => {});
-      throw conflict(rt, call);
+      await session.rollback([sql.releaseLease(owner)]).catch(() => {});
+      return NOT_RUN;
     }
     if (held) held.locked = true;
     const result = await callNext(next, {
