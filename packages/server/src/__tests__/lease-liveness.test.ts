@@ -46,6 +46,46 @@ describe.each(['pg-fast', 'pg-general'] as const)('lease liveness on %s', (name)
     }
   });
 
+  it('a holder taken over while it waited for a pooled connection, before its handler ran, replays the new owner (pool max 1)', async () => {
+    // Instance A (one connection) gets X and Y at once: X's handler holds the connection at the gate while Y waits
+    // for it, past its lease (no renewal of A gets through either). B's copy of Y may take Y over and run it; A's Y
+    // never ran, so once it gets the connection it waits like a duplicate and answers B's result, not 409.
+    const poolA = new pg.Pool({ connectionString: backend.url, max: 1 });
+    poolA.on('error', () => {});
+    const dbA = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool: poolA }) });
+    try {
+      const a = makeApp(
+        { db: dbA, pool: name === 'pg-fast' ? poolA : undefined },
+        { mode: 'lease', lease: 300, wait: 10_000 },
+      );
+      const b = makeApp(backend.another(), { mode: 'lease', lease: 300, wait: 10_000 });
+      const gate = deferred();
+      a.control.gate = gate.promise;
+      const [x, y] = [newKey(), newKey()];
+      const onA = [
+        a.caller(x, 'early-taken').payments.create({ amount: 1 }),
+        a.caller(y, 'early-taken').payments.create({ amount: 2 }),
+      ];
+      for (const p of onA) p.catch(() => {}); // Awaited below.
+      await until(() => a.control.atGate === 1);
+      await sleep(600);
+      const onB = b.caller(y, 'early-taken').payments.create({ amount: 2 });
+      onB.catch(() => {}); // Awaited below.
+      // B either took Y over and ran it, or (A held no claim on Y yet) claimed it fresh; either way it runs Y.
+      await until(() => b.control.runs === 1);
+      gate.resolve();
+      const [fromA, fromB] = await Promise.allSettled([Promise.all(onA), onB]);
+      expect(fromA.status).toBe('fulfilled');
+      expect(fromB.status).toBe('fulfilled');
+      const [, yOnA] = (fromA as PromiseFulfilledResult<unknown[]>).value;
+      expect(yOnA).toEqual((fromB as PromiseFulfilledResult<unknown>).value);
+      expect([a.control.runs, b.control.runs]).toEqual([1, 1]);
+      expect((await paymentsOf('early-taken')).sort()).toEqual([1, 2]);
+    } finally {
+      await dbA.destroy();
+    }
+  });
+
   it('takes over a holder whose connection was killed, once its lease ran out, and fences the holder off', async () => {
     const a = makeApp(backend, { mode: 'lease', lease: 300 });
     const b = makeApp(backend.another(), { mode: 'lease', lease: 300, wait: 10_000 });
