@@ -36,12 +36,13 @@ export class CommitRolledBackError extends Error {
 }
 
 /**
- * `Session.finish` for every session: runs `statements` in the transaction, then rolls it back, also when they
- * failed (the failure is then what the caller sees).
+ * Runs `statements` in the session's transaction, then `end` (commit or roll back); when they fail, rolls back
+ * instead and rethrows (the failure is then what the caller sees).
  */
-export async function runThenRollback<S extends Statement>(
+export async function runThen<S extends Statement>(
   session: { run(statements: readonly S[]): Promise<Row[][]>; rollback(): Promise<Row[][]> },
   statements: readonly S[],
+  end: () => Promise<unknown>,
 ): Promise<Row[][]> {
   let rows: Row[][];
   try {
@@ -50,6 +51,14 @@ export async function runThenRollback<S extends Statement>(
     await session.rollback().catch(() => {});
     throw error;
   }
-  await session.rollback();
+  await end();
   return rows;
+}
+
+/** `Session.finish` for every session: runs `statements` in the transaction, then rolls it back. */
+export function runThenRollback<S extends Statement>(
+  session: { run(statements: readonly S[]): Promise<Row[][]>; rollback(): Promise<Row[][]> },
+  statements: readonly S[],
+): Promise<Row[][]> {
+  return runThen(session, statements, () => session.rollback());
 }

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { AsyncMutex } from '../../async-mutex.js';
-import type { Row, Session, Statement } from '../../session.js';
+import { type Row, runThen, type Session, type Statement } from '../../session.js';
 import { ConnectionSession } from '../connection-session.js';
 import { ConnectionStore } from '../connection-store.js';
 import { type HeldConnection, holdConnection } from '../held-connection.js';
@@ -103,15 +103,7 @@ export class SqliteStore extends ConnectionStore {
   async autocommit(statements: readonly Statement[]): Promise<Row[][]> {
     // A claim's or a duplicate's read carries its bound (`wait`); the holder's own writes take the default.
     const { session } = await this.begin([], lockWaitOf(statements));
-    let rows: Row[][];
-    try {
-      rows = await session.run(statements);
-    } catch (error) {
-      await session.rollback().catch(() => {});
-      throw error;
-    }
-    await session.commit([]);
-    return rows;
+    return runThen(session, statements, () => session.commit([]));
   }
 
   /** Runs `statements` (SQL text) in one write transaction: migrate() and purgeExpired(). */
