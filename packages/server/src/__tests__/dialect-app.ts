@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
+import type pg from 'pg';
 import { z } from 'zod';
 import { createIdempotency, type IdempotencyEvent, type IdempotencyOptions } from '../index.js';
 import { type AppDB, type Control, type Ctx, t } from './harness.js';
@@ -9,13 +10,15 @@ import { type AppDB, type Control, type Ctx, t } from './harness.js';
  * id, so a replay repeats it and a second execution would not.
  */
 export function makeDialectApp(
-  backend: { db: Kysely<AppDB> },
+  backend: { db: Kysely<AppDB>; pool?: pg.Pool | undefined },
   opts: Partial<IdempotencyOptions<Ctx, AppDB, boolean>> = {},
 ) {
   const events: IdempotencyEvent[] = [];
   const control: Control = { runs: 0, takeovers: [] };
   const idempotency = createIdempotency({
     db: backend.db,
+    // pg-fast's pool: without it the "pg-fast" backend would run the general path like pg-general.
+    pool: backend.pool,
     scope: ({ ctx }: { ctx: Ctx }) => `user:${ctx.userId}`,
     onEvent: (e) => events.push(e),
     ...opts,

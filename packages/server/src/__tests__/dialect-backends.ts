@@ -14,6 +14,16 @@ export interface DialectBackend extends Omit<Backend, 'name' | 'newPool' | 'url'
   at(offsetMs: number): string;
   /** A string literal. */
   text(value: string): string;
+  /**
+   * Connections of this database holding a transaction open with nothing running (a leaked claim or handler
+   * transaction). SQLite shows no other connection's transaction: 1 when its write lock is held, else 0.
+   */
+  idleInTransaction(): Promise<number>;
+  /**
+   * Connections waiting for a row lock (a duplicate blocked on a claim), or `undefined` where the database cannot
+   * tell (SQLite: a waiter polls its busy handler, invisible to others; PGlite: one connection).
+   */
+  lockWaiters(): Promise<number | undefined>;
 }
 
 export async function openDialectBackend(name: DialectBackendName): Promise<DialectBackend> {
@@ -25,6 +35,26 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
       dialect: 'postgres',
       at: (ms) => `clock_timestamp() + ${ms} * interval '1 millisecond'`,
       text: (v) => `'${v.replaceAll("'", "''")}'`,
+      idleInTransaction: async () =>
+        name === 'pglite'
+          ? 0
+          : Number(
+              (
+                await pg.query<{ n: string }>(
+                  `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'`,
+                )
+              )[0]?.n,
+            ),
+      lockWaiters: async () =>
+        name === 'pglite'
+          ? undefined
+          : Number(
+              (
+                await pg.query<{ n: string }>(
+                  `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+                )
+              )[0]?.n,
+            ),
     };
   }
   if (name === 'mariadb') {
@@ -42,6 +72,25 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
       close: () => m.drop(),
       at: (ms) => `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 + ${ms})`,
       text: (v) => `'${v.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`,
+      // InnoDB's open transactions whose session sits idle ('Sleep'): nothing will ever commit them.
+      idleInTransaction: async () =>
+        Number(
+          (
+            await sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.innodb_trx t
+              JOIN information_schema.processlist p ON p.ID = t.trx_mysql_thread_id
+              WHERE p.DB = database() AND p.COMMAND = 'Sleep' AND t.trx_mysql_thread_id <> connection_id()`.execute(
+              m.db,
+            )
+          ).rows[0]?.n,
+        ),
+      lockWaiters: async () =>
+        Number(
+          (
+            await sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.innodb_trx t
+              JOIN information_schema.processlist p ON p.ID = t.trx_mysql_thread_id
+              WHERE p.DB = database() AND t.trx_state = 'LOCK WAIT'`.execute(m.db)
+          ).rows[0]?.n,
+        ),
     };
   }
   const file = await createSqliteFile();
@@ -61,5 +110,22 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
     close: () => file.drop(),
     at: (ms) => `(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ${ms})`,
     text: (v) => `'${v.replaceAll("'", "''")}'`,
+    // A leaked transaction holds the write lock: take it on a connection of our own (busy_timeout 0) and let go.
+    idleInTransaction: async () => {
+      const probe = open();
+      try {
+        await probe.connection().execute(async (c) => {
+          await sql`PRAGMA busy_timeout = 0`.execute(c);
+          await sql`BEGIN IMMEDIATE`.execute(c);
+          await sql`ROLLBACK`.execute(c);
+        });
+        return 0;
+      } catch {
+        return 1;
+      } finally {
+        await probe.destroy();
+      }
+    },
+    lockWaiters: async () => undefined,
   };
 }
