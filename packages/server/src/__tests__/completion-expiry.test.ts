@@ -12,7 +12,13 @@ const MODES = ['transaction', 'lease'] as const;
  * The completion leaves `expires_at` as the claim set it (`ttl` counts from the claim), so it changes no indexed
  * column and Postgres can update the key row in place (a HOT update: no new entries in the primary key or the
  * expiry index). Only a handler that outlived `ttl` moves it, to a full `ttl` from the completion. That semantic is
- * tested on every dialect in dialects.test.ts ("counts ttl from the claim…"); `suspicions` (c) replays such a result.
+ * tested on every dialect in dialects.test.ts ("counts ttl from the claim…", both modes); `suspicions` (c) replays
+ * such a result.
+ *
+ * Postgres only, unlike the other lease and completion suites: a HOT update is Postgres' own storage mechanism
+ * (InnoDB updates a row in place in its clustered index, SQLite rewrites its b-tree cell: neither has an index entry
+ * per row version to save), and the check reads pg_stat_user_tables, which each of the pool's connections must flush
+ * (PGlite's one in-process connection has no pool to reach).
  */
 describe.each(['pg-fast', 'pg-general'] as const)('the completion on %s', (name) => {
   let backend: Backend;

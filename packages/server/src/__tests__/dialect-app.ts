@@ -3,7 +3,8 @@ import type { Kysely } from 'kysely';
 import type pg from 'pg';
 import { z } from 'zod';
 import { createIdempotency, type IdempotencyEvent, type IdempotencyOptions } from '../index.js';
-import { type AppDB, type Control, type Ctx, t } from './harness.js';
+import type { DialectBackend } from './dialect-backends.js';
+import { type AppDB, type Control, type Ctx, deferred, t, until } from './harness.js';
 
 /**
  * The payments router of harness.ts without `RETURNING` (MySQL has none): each execution answers with a fresh
@@ -40,4 +41,26 @@ export function makeDialectApp(
   const caller = (key: string | undefined, userId = 'u1') =>
     router.createCaller({ userId, headers: key === undefined ? {} : { 'idempotency-key': key } });
   return { idempotency, router, caller, events, control };
+}
+
+/**
+ * Lease mode, on a dialect whose running holder can die alone (pg, MariaDB): a holder on `backend` runs `key` and
+ * waits at its gate after its write; its connection dies and its lease runs out; another instance takes the key
+ * over and stores its success. The holder's call is still running: set its `control`, then `release()` it.
+ */
+export async function takeOverRunningHolder(backend: DialectBackend, key: string, userId: string) {
+  const stale = makeDialectApp(backend, { mode: 'lease' });
+  const fresh = makeDialectApp(backend.another(), { mode: 'lease' });
+  const gate = deferred();
+  stale.control.gate = gate.promise;
+  const staleCall = stale.caller(key, userId).payments.create({ amount: 4 });
+  staleCall.catch(() => {}); // The caller awaits it; a failure before that must not surface as an unhandled rejection.
+  await until(() => stale.control.atGate === 1);
+  // What proved the holder alive goes with its connection; its lease runs out (by the database's clock).
+  await backend.killLeaseHolder(`user:${userId}`, key);
+  await backend.query(
+    `UPDATE idempotency_keys SET locked_until = ${backend.at(-1000)} WHERE ${backend.dialect === 'mysql' ? '`key`' : 'key'} = ${backend.text(key)}`,
+  );
+  const freshResult = await fresh.caller(key, userId).payments.create({ amount: 4 });
+  return { stale, fresh, staleCall, freshResult, release: gate.resolve };
 }

@@ -1,6 +1,8 @@
 import { createMariaDbDatabase, createSqliteFile } from '@trpc-idempotency/test-db';
 import { type Kysely, sql } from 'kysely';
-import { type AppDB, type Backend, openBackend } from './harness.js';
+import { MysqlStatements } from '../store/dialects/mysql/mysql-statements.js';
+import { parseTableName } from '../store/table-name.js';
+import { type AppDB, type Backend, killLeaseHolders, openBackend } from './harness.js';
 
 /** The core suite runs on every dialect: Postgres three ways, MariaDB, SQLite through better-sqlite3 and libSQL. */
 export const DIALECT_BACKENDS = ['pg-fast', 'pg-general', 'pglite', 'mariadb', 'sqlite', 'libsql'] as const;
@@ -24,6 +26,19 @@ export interface DialectBackend extends Omit<Backend, 'name' | 'newPool' | 'url'
    * tell (SQLite: a waiter polls its busy handler, invisible to others; PGlite: one connection).
    */
   lockWaiters(): Promise<number | undefined>;
+  /**
+   * The connection holding the lease of `key` in `scope` (table idempotency_keys) dies, as when its server crashes:
+   * what proved the holder alive goes with it. Postgres and MariaDB only: PGlite is one connection, and a SQLite
+   * holder's transaction holds the write lock (README "Dialects", "lease liveness" row).
+   */
+  killLeaseHolder(scope: string, key: string): Promise<void>;
+}
+
+/** Where a holder cannot die alone (see `killLeaseHolder`). */
+function cannotKill(name: DialectBackendName) {
+  return async () => {
+    throw new Error(`${name}: a lease holder cannot die alone, its process holds the database`);
+  };
 }
 
 export async function openDialectBackend(name: DialectBackendName): Promise<DialectBackend> {
@@ -55,6 +70,14 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
                 )
               )[0]?.n,
             ),
+      // Terminates every session holding an advisory lock in this database: the test's one holder.
+      killLeaseHolder:
+        name === 'pglite'
+          ? cannotKill(name)
+          : async () => {
+              const killed = await killLeaseHolders(pg);
+              if (killed !== 1) throw new Error(`expected one lease holder to kill, found ${killed}`);
+            },
     };
   }
   if (name === 'mariadb') {
@@ -67,7 +90,7 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
       dialect: 'mysql',
       db: m.db as Kysely<AppDB>,
       pool: undefined,
-      another: () => ({ db: m.connect() as Kysely<AppDB>, pool: undefined }),
+      another: (opts) => ({ db: m.connect(opts) as Kysely<AppDB>, pool: undefined }),
       query: async (text) => (await sql.raw(text).execute(m.db)).rows as never,
       close: () => m.drop(),
       at: (ms) => `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 + ${ms})`,
@@ -91,6 +114,16 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
               WHERE p.DB = database() AND t.trx_state = 'LOCK WAIT'`.execute(m.db)
           ).rows[0]?.n,
         ),
+      // The key's named lock (GET_LOCK) is held by the holder's connection: KILL that connection.
+      killLeaseHolder: async (scope, key) => {
+        const lock = new MysqlStatements(parseTableName('idempotency_keys'), { mariadb: true }).leaseLockName({
+          scope,
+          key,
+        });
+        const id = (await sql.raw<{ id: unknown }>(`SELECT IS_USED_LOCK(${lock}) AS id`).execute(m.db)).rows[0]?.id;
+        if (id == null) throw new Error(`no connection holds the lease lock of ${key}`);
+        await sql.raw(`KILL ${Number(id)}`).execute(m.db);
+      },
     };
   }
   const file = await createSqliteFile();
@@ -127,5 +160,6 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
       }
     },
     lockWaiters: async () => undefined,
+    killLeaseHolder: cannotKill(name),
   };
 }

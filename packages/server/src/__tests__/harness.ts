@@ -27,8 +27,8 @@ export interface Backend {
   url: string;
   db: Kysely<AppDB>;
   pool: pg.Pool | undefined;
-  /** Another "server instance" on the same database (pg only): its own Kysely and pool. */
-  another(): { db: Kysely<AppDB>; pool: pg.Pool | undefined };
+  /** Another "server instance" on the same database (pg only): its own Kysely and pool (`max` connections, 4). */
+  another(opts?: { max?: number }): { db: Kysely<AppDB>; pool: pg.Pool | undefined };
   /** A new raw `pg` pool on this database (pg only; closed by `close()`). */
   newPool(): pg.Pool;
   /** Runs SQL for assertions, outside the middleware. */
@@ -58,8 +58,8 @@ export async function openBackend(name: BackendName): Promise<Backend> {
   const tdb: TestDatabase = await createTestDatabase(inject('pgAdminUrl'));
   // Small pools: every helper's suites share one Postgres (max_connections 100), and each test may open
   // "another instance".
-  const make = () => {
-    const pool = new pg.Pool({ connectionString: tdb.url, max: 4 });
+  const make = (max = 4) => {
+    const pool = new pg.Pool({ connectionString: tdb.url, max });
     pool.on('error', () => {});
     // A checked-out client whose backend is terminated (killLeaseHolders) reports it as an 'error' event: without a
     // listener Node would crash (pg-pool listens only to idle clients; on the Kysely path nobody else does).
@@ -76,8 +76,8 @@ export async function openBackend(name: BackendName): Promise<Backend> {
     url: tdb.url,
     db: main.db,
     pool: name === 'pg-fast' ? main.pool : undefined,
-    another: () => {
-      const other = make();
+    another: (opts = {}) => {
+      const other = make(opts.max);
       extra.push(other.db);
       return { db: other.db, pool: name === 'pg-fast' ? other.pool : undefined };
     },

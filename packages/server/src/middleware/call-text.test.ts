@@ -24,26 +24,29 @@ describe('checkScope', () => {
     }
   });
 
-  it('refuses a scope longer than the dialect holds, counted in UTF-8 bytes, with a 400 naming neither Postgres nor the bytes it holds', () => {
-    const mysql = { name: 'mysql', maxScopeBytes: 2048 } as const;
-    expect(checkScope('x'.repeat(2048), mysql)).toHaveLength(2048);
-    expect(checkScope('é'.repeat(1024), mysql)).toHaveLength(1024);
-    for (const [scope, bytes] of [
-      ['x'.repeat(2049), 2049],
-      ['é'.repeat(1025), 2050],
-    ] as const) {
-      const attempt = () => checkScope(scope, mysql);
-      expect(attempt).toThrow(
-        `is ${bytes} bytes of UTF-8; the MySQL/MariaDB table holds a scope of at most 2048 bytes`,
-      );
-      try {
-        attempt();
-      } catch (error) {
-        expect((error as TRPCError).code).toBe('BAD_REQUEST');
+  it('refuses a scope over 2048 bytes of UTF-8 on every dialect with a 400 naming the limit and only its own database', () => {
+    for (const name of ['postgres', 'mysql', 'sqlite'] as const) {
+      expect(checkScope('x'.repeat(2048), { name })).toHaveLength(2048);
+      expect(checkScope('é'.repeat(1024), { name })).toHaveLength(1024);
+      for (const [scope, bytes] of [
+        ['x'.repeat(2049), 2049],
+        ['é'.repeat(1025), 2050],
+        ['x'.repeat(65_536), 65_536],
+      ] as const) {
+        const attempt = () => checkScope(scope, { name });
+        expect(attempt).toThrow(TRPCError);
+        expect(attempt).toThrow(new RegExp(`is ${bytes} bytes of UTF-8; .* at most 2048 bytes`));
+        if (name !== 'postgres') expect(attempt).not.toThrow(/postgres/i);
+        try {
+          attempt();
+        } catch (error) {
+          expect((error as TRPCError).code).toBe('BAD_REQUEST');
+        }
       }
     }
-    // Postgres and SQLite have no such bound of ours.
-    expect(checkScope('x'.repeat(5000))).toHaveLength(5000);
+    expect(() => checkScope('x'.repeat(2049), { name: 'mysql' })).toThrow(
+      'is 2049 bytes of UTF-8; the MySQL/MariaDB table holds a scope of at most 2048 bytes',
+    );
     expect(() => checkScope('a\u0000', { name: 'sqlite' })).toThrow(/^(?!.*Postgres).*NUL character at index 1/);
   });
 

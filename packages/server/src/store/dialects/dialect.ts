@@ -5,6 +5,14 @@ import type { RowKey, Statements } from '../statements.js';
 export type DialectName = 'postgres' | 'mysql' | 'sqlite';
 
 /**
+ * The longest scope, in UTF-8 bytes, on every dialect. Postgres: an entry of the primary-key btree holds at most
+ * 2704 bytes after compression, so with the longest key (255) an incompressible scope over ~2400 bytes fails the
+ * claim, and whether a longer one fits depends on how well it compresses. MySQL/MariaDB: VARBINARY(2048), with the
+ * 255-byte key within InnoDB's 3072-byte index prefix. SQLite holds more, but every dialect accepts the same scopes.
+ */
+export const MAX_SCOPE_BYTES = 2048;
+
+/**
  * The statements the modes send, one set per dialect. Postgres builds SQL text (the fast path joins several into
  * one round trip); MySQL and SQLite build steps that run on a held connection. The modes only hand them on.
  */
@@ -55,8 +63,6 @@ export interface KeyStore {
 /** One dialect's store, statements, DDL and purge, chosen once per `createIdempotency`. */
 export interface StoreDialect {
   readonly name: DialectName;
-  /** The longest scope the table holds, in UTF-8 bytes; undefined when only the database's own limits apply. */
-  readonly maxScopeBytes?: number;
   readonly store: KeyStore;
   readonly sql: StatementSet;
   /** Creates the table and its expiry index if missing; safe when several instances run it at once. */

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { TableName } from '../../table-name.js';
 import type { StoreDialect } from '../dialect.js';
 import { MIGRATE_LOCK, mysqlMigrationStatements, mysqlPurgeBatchStatement } from './mysql-schema.js';
-import { MAX_SCOPE_BYTES, MysqlStatements } from './mysql-statements.js';
+import { MysqlStatements } from './mysql-statements.js';
 import { MysqlStore } from './mysql-store.js';
 
 /** MySQL 8 / MariaDB. `flavour` skips the server detection (the tests run the MySQL 8 SQL on MariaDB with it). */
@@ -10,7 +10,6 @@ export function createMysqlDialect(db: Kysely<any>, table: TableName, flavour?: 
   const store = new MysqlStore(db, flavour);
   return {
     name: 'mysql',
-    maxScopeBytes: MAX_SCOPE_BYTES,
     store,
     sql: new MysqlStatements(table, store.server),
     async migrate() {

@@ -1,6 +1,7 @@
 import { int } from '../../sql-literal.js';
 import type { TableName } from '../../table-name.js';
-import { MAX_SCOPE_BYTES, NOW_MS } from './mysql-statements.js';
+import { MAX_SCOPE_BYTES } from '../dialect.js';
+import { NOW_MS } from './mysql-statements.js';
 
 /** A named lock every instance takes around its DDL (GET_LOCK is per connection and outlives no session). */
 export const MIGRATE_LOCK = "'trpc_idempotency_migrate'";

@@ -2,13 +2,10 @@ import type { Row } from '../../session.js';
 import { int } from '../../sql-literal.js';
 import type { ClaimValues, RowKey } from '../../statements.js';
 import type { TableName } from '../../table-name.js';
-import type { StatementSet } from '../dialect.js';
+import { MAX_SCOPE_BYTES, type StatementSet } from '../dialect.js';
 import { savepointSteps } from '../savepoint-steps.js';
 import { fenced, plain, type Step, type StepConnection } from '../step.js';
 import { hexBytes, hexText, lockWaitSeconds } from './mysql-literal.js';
-
-/** The longest scope the table holds (VARBINARY(2048): with the 255-byte key, the primary key fits InnoDB's 3072). */
-export const MAX_SCOPE_BYTES = 2048;
 
 /**
  * The database clock in epoch milliseconds. UTC_TIMESTAMP, not NOW: converting the session's local time back to
