@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../index.js';
 import { makeDialectApp } from './dialect-app.js';
@@ -13,6 +14,8 @@ import {
   type KeyRow,
   openDialectBackend,
 } from './dialect-backends.js';
+import { expectReason } from './expectations.js';
+import { deferred } from './harness.js';
 
 /** The columns of the key table, in order, and the definitions of its indexes, as each dialect lists them. */
 const catalog = {
@@ -64,6 +67,19 @@ describe.each(DIALECT_BACKENDS)('storage on %s', (name) => {
     expect(await instances[1]!.caller('mig-key', 'mig').payments.create({ amount: 1 })).toMatchObject({ amount: 1 });
   });
 
+  /** Attaches a new SQLite database file as `schema` on the backend's connection; `detach` undoes it. */
+  const attach = async (schema: string) => {
+    const dir = await mkdtemp(join(tmpdir(), 'trpc-idem-attached-'));
+    await backend.query(`ATTACH DATABASE ${backend.text(join(dir, 'attached.db'))} AS "${schema}"`);
+    return {
+      detach: async () => {
+        // Cleanup only: a connection that lost the attachment (what a test may be about) has nothing to detach.
+        await backend.query(`DETACH DATABASE "${schema}"`).catch(() => {});
+        await rm(dir, { recursive: true, force: true });
+      },
+    };
+  };
+
   /**
    * The qualified, mixed-case names the README's `table` option allows, and how to read each back: a Postgres
    * schema (migrate() creates it), a MySQL database (migrate() creates it; named afresh, as databases are
@@ -83,18 +99,9 @@ describe.each(DIALECT_BACKENDS)('storage on %s', (name) => {
         },
       ];
     }
-    const dir = await mkdtemp(join(tmpdir(), 'trpc-idem-attached-'));
-    await backend.query(`ATTACH DATABASE ${backend.text(join(dir, 'attached.db'))} AS "Idem_Schema"`);
     return [
       { table: 'main.Idem_Keys', quoted: '"main"."Idem_Keys"' },
-      {
-        table: 'Idem_Schema.Keys',
-        quoted: '"Idem_Schema"."Keys"',
-        cleanup: async () => {
-          await backend.query('DETACH DATABASE "Idem_Schema"');
-          await rm(dir, { recursive: true, force: true });
-        },
-      },
+      { table: 'Idem_Schema.Keys', quoted: '"Idem_Schema"."Keys"', cleanup: (await attach('Idem_Schema')).detach },
     ];
   };
 
@@ -116,6 +123,40 @@ describe.each(DIALECT_BACKENDS)('storage on %s', (name) => {
     expect(() => createIdempotency({ db: backend.db, scope: () => 's', table: 'a.b.c' })).toThrow(/table/);
     expect(() => createIdempotency({ db: backend.db, scope: () => 's', table: 'x"; drop table y' })).toThrow(/table/);
   });
+
+  // SQLite attaches a database to one connection (a Postgres schema or MySQL database belongs to the server): a
+  // connection the store replaces must not lose it.
+  it.skipIf(name !== 'sqlite' && name !== 'libsql')(
+    "keeps a table on an attached database usable after a claim met another connection's write lock",
+    async () => {
+      const { detach } = await attach('Idem_Attached');
+      try {
+        const app = makeDialectApp(backend, { table: 'Idem_Attached.Keys', wait: 0 });
+        await app.idempotency.migrate();
+        const locked = deferred();
+        const done = deferred();
+        const holder = backend
+          .another()
+          .db.connection()
+          .execute(async (c) => {
+            await sql`BEGIN IMMEDIATE`.execute(c);
+            locked.resolve();
+            await done.promise;
+            await sql`ROLLBACK`.execute(c);
+          });
+        await locked.promise;
+        // The claim meets SQLITE_BUSY until its wait is used up (`wait: 0`: the 50 ms floor).
+        await expectReason(app.caller('busy-key', 'attached').payments.create({ amount: 1 }), 'in_progress');
+        done.resolve();
+        await holder;
+        const first = await app.caller('busy-key', 'attached').payments.create({ amount: 1 });
+        expect(await app.caller('busy-key', 'attached').payments.create({ amount: 1 })).toEqual(first);
+        expect(app.control.runs).toBe(1);
+      } finally {
+        await detach();
+      }
+    },
+  );
 
   it('stores quotes, backslashes and unicode in scope, key and response byte-exactly', async () => {
     const app = makeDialectApp(backend, { table: 'escape_keys', cache: false });
