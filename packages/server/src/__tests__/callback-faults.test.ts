@@ -148,6 +148,8 @@ describe.each(DIALECT_BACKENDS)('a throwing user callback on %s', (name) => {
           };
           // `wait` long enough that the let-through duplicate below outlasts the original on a loaded machine.
           const app = makeDialectApp(backend, { mode, wait: 2_000, onEvent });
+          // Its duplicates answer 409 at once, instead of after `wait`.
+          const impatient = makeDialectApp(backend, { mode, wait: 0, onEvent });
           const user = `cb-events-${kind}`;
           const key = newKey();
           // executed, then replayed
@@ -155,14 +157,22 @@ describe.each(DIALECT_BACKENDS)('a throwing user callback on %s', (name) => {
           expect(await completes(app.caller(key, user).payments.create({ amount: 1 }))).toEqual(first);
           // mismatch
           await expectReason(app.caller(key, user).payments.create({ amount: 2 }), 'payload_mismatch');
-          // conflict (a duplicate past `wait`), then waited (one that is let through while it waits)
+          // conflict: a duplicate in the original's process, past its `wait`
           const busy = newKey();
+          const held = deferred();
+          impatient.control.gate = held.promise;
+          const heldOriginal = impatient.caller(busy, user).payments.create({ amount: 3 });
+          await until(() => impatient.control.runs === 1);
+          await expectReason(impatient.caller(busy, user).payments.create({ amount: 3 }), 'in_progress');
+          held.resolve();
+          await completes(heldOriginal);
+          // waited: a duplicate let through while it waits
+          const waitedKey = newKey();
           const gate = deferred();
           app.control.gate = gate.promise;
-          const original = app.caller(busy, user).payments.create({ amount: 3 });
+          const original = app.caller(waitedKey, user).payments.create({ amount: 3 });
           await until(() => app.control.runs === 2);
-          await expectReason(app.caller(busy, user).payments.create({ amount: 3 }), 'in_progress');
-          const duplicate = app.caller(busy, user).payments.create({ amount: 3 });
+          const duplicate = app.caller(waitedKey, user).payments.create({ amount: 3 });
           await sleep(50);
           gate.resolve();
           app.control.gate = undefined;
@@ -190,11 +200,21 @@ describe.each(DIALECT_BACKENDS)('a throwing user callback on %s', (name) => {
           }
           // Let any rejection surface (they are reported on a later turn).
           await new Promise((r) => setTimeout(r, 50));
-          const expected: IdempotencyEventType[] = ['executed', 'replayed', 'mismatch', 'conflict', 'released'];
+          const expected: IdempotencyEventType[] = [
+            'executed',
+            'replayed',
+            'mismatch',
+            'conflict',
+            'waited',
+            'released',
+          ];
           if (mode === 'lease') expected.push('taken_over');
           for (const type of expected) expect(seen).toContain(type);
           expect(unhandled).toEqual([]);
-          await expectNothingHeld(mode === 'lease' ? [key, busy, released, dead] : [key, busy, released], user);
+          await expectNothingHeld(
+            mode === 'lease' ? [key, busy, waitedKey, released, dead] : [key, busy, waitedKey, released],
+            user,
+          );
           await expectKeysUsable([released], user);
         });
       }
