@@ -2,7 +2,10 @@ import { createMariaDbDatabase, createSqliteFile } from '@trpc-idempotency/test-
 import { type Kysely, sql } from 'kysely';
 import { MysqlStatements } from '../store/dialects/mysql/mysql-statements.js';
 import { parseTableName } from '../store/table-name.js';
-import { type AppDB, type Backend, killLeaseHolders, openBackend } from './harness.js';
+import { type AppDB, type Backend, killLeaseHolders, openBackend, PG_POOL_SIZE } from './harness.js';
+
+/** The pool of each MariaDB Kysely (test-db's default). */
+const MARIADB_POOL_SIZE = 10;
 
 /** The core suite runs on every dialect: Postgres three ways, MariaDB, SQLite through better-sqlite3 and libSQL. */
 export const DIALECT_BACKENDS = ['pg-fast', 'pg-general', 'pglite', 'mariadb', 'sqlite', 'libsql'] as const;
@@ -16,6 +19,10 @@ export interface DialectBackend extends Omit<Backend, 'name' | 'newPool' | 'url'
   at(offsetMs: number): string;
   /** A string literal. */
   text(value: string): string;
+  /** The `key` column as this dialect's SQL spells it (a reserved word in MySQL). */
+  keyColumn: string;
+  /** Connections one instance's pool holds: one more call than this, one after another, proves none leaked. */
+  connections: number;
   /**
    * Connections of this database holding a transaction open with nothing running (a leaked claim or handler
    * transaction). SQLite shows no other connection's transaction: 1 when its write lock is held, else 0.
@@ -50,6 +57,8 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
       dialect: 'postgres',
       at: (ms) => `clock_timestamp() + ${ms} * interval '1 millisecond'`,
       text: (v) => `'${v.replaceAll("'", "''")}'`,
+      keyColumn: 'key',
+      connections: name === 'pglite' ? 1 : PG_POOL_SIZE,
       idleInTransaction: async () =>
         name === 'pglite'
           ? 0
@@ -81,7 +90,7 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
     };
   }
   if (name === 'mariadb') {
-    const m = await createMariaDbDatabase();
+    const m = await createMariaDbDatabase({ max: MARIADB_POOL_SIZE });
     await sql`CREATE TABLE payments (id INT AUTO_INCREMENT PRIMARY KEY, user_id VARCHAR(255) NOT NULL, amount INT NOT NULL, note TEXT)`.execute(
       m.db,
     );
@@ -95,6 +104,8 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
       close: () => m.drop(),
       at: (ms) => `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 + ${ms})`,
       text: (v) => `'${v.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`,
+      keyColumn: '`key`',
+      connections: MARIADB_POOL_SIZE,
       // InnoDB's open transactions whose session sits idle ('Sleep'): nothing will ever commit them.
       idleInTransaction: async () =>
         Number(
@@ -143,6 +154,9 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
     close: () => file.drop(),
     at: (ms) => `(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ${ms})`,
     text: (v) => `'${v.replaceAll("'", "''")}'`,
+    keyColumn: 'key',
+    // Kysely's SQLite driver lends its one connection to one caller at a time: the calls of an instance queue.
+    connections: 1,
     // A leaked transaction holds the write lock: take it on a connection of our own (busy_timeout 0) and let go.
     idleInTransaction: async () => {
       const probe = open();
@@ -162,4 +176,35 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
     lockWaiters: async () => undefined,
     killLeaseHolder: cannotKill(name),
   };
+}
+
+/** A key row written by hand (a dead holder's claim, an expired result); times in ms from now by the database clock. */
+export interface KeyRow {
+  scope: string;
+  key: string;
+  fingerprint?: string;
+  path?: string;
+  status: 'in_progress' | 'done';
+  token?: string;
+  response?: string;
+  lockedInMs?: number;
+  expiresInMs: number;
+}
+
+/** Inserts `rows` into the key table `table` in one statement, in the dialect's SQL. */
+export async function insertKeyRows(backend: DialectBackend, rows: readonly KeyRow[], table = 'idempotency_keys') {
+  const { text, at } = backend;
+  const orNull = <T>(value: T | undefined, sql: (v: T) => string) => (value === undefined ? 'NULL' : sql(value));
+  const values = rows.map(
+    (r) => `(${text(r.scope)}, ${text(r.key)}, ${text(r.fingerprint ?? 'f')}, ${text(r.path ?? 'payments.create')},
+      ${text(r.status)}, ${orNull(r.token, text)}, ${orNull(r.lockedInMs, at)}, ${orNull(r.response, text)}, ${at(0)},
+      ${at(r.expiresInMs)})`,
+  );
+  await backend.query(`INSERT INTO ${table} (scope, ${backend.keyColumn}, fingerprint, path, status, token, locked_until,
+    response, created_at, expires_at) VALUES ${values.join(',\n')}`);
+}
+
+/** A text column's value as a string: MySQL hands its binary columns back as bytes. */
+export function columnText(value: unknown): unknown {
+  return value instanceof Uint8Array ? Buffer.from(value).toString('utf8') : value;
 }

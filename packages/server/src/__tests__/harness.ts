@@ -36,6 +36,9 @@ export interface Backend {
   close(): Promise<void>;
 }
 
+/** Connections of each pg pool the tests open: small, as every helper's suites share one Postgres. */
+export const PG_POOL_SIZE = 4;
+
 export async function openBackend(name: BackendName): Promise<Backend> {
   if (name === 'pglite') {
     const db = new Kysely<AppDB>({ dialect: new PGliteDialect({ pglite: new PGlite() }) });
@@ -58,7 +61,7 @@ export async function openBackend(name: BackendName): Promise<Backend> {
   const tdb: TestDatabase = await createTestDatabase(inject('pgAdminUrl'));
   // Small pools: every helper's suites share one Postgres (max_connections 100), and each test may open
   // "another instance".
-  const make = (max = 4) => {
+  const make = (max = PG_POOL_SIZE) => {
     const pool = new pg.Pool({ connectionString: tdb.url, max });
     pool.on('error', () => {});
     // A checked-out client whose backend is terminated (killLeaseHolders) reports it as an 'error' event: without a
@@ -82,7 +85,7 @@ export async function openBackend(name: BackendName): Promise<Backend> {
       return { db: other.db, pool: name === 'pg-fast' ? other.pool : undefined };
     },
     newPool: () => {
-      const pool = new pg.Pool({ connectionString: tdb.url, max: 4 });
+      const pool = new pg.Pool({ connectionString: tdb.url, max: PG_POOL_SIZE });
       pool.on('error', () => {});
       pools.push(pool);
       return pool;

@@ -1,25 +1,27 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeDialectApp } from './dialect-app.js';
+import { DIALECT_BACKENDS, type DialectBackend, openDialectBackend } from './dialect-backends.js';
 import { failure, reasonOf } from './expectations.js';
-import { BACKENDS, type Backend, makeApp, openBackend } from './harness.js';
 
 let keySeq = 0;
 const newKey = () => `scope-text-${Date.now().toString(36)}-${++keySeq}`;
 
-// Postgres text is UTF-8: a lone surrogate cannot be stored and the drivers (pg, PGlite) encode it as U+FFFD, so
-// these three scopes would be one row while JavaScript (the replay cache, the in-process gate) sees three.
+// Every dialect stores UTF-8 (Postgres text, MySQL's VARBINARY of UTF-8, SQLite TEXT): a lone surrogate cannot be
+// stored and the drivers encode it as U+FFFD, so these three scopes would be one row while JavaScript (the replay
+// cache, the in-process gate) sees three.
 const LOOK_ALIKE_SCOPES = ['\uD800', '\uDFFF', '\uFFFD'];
 
-describe.each(BACKENDS)('scopes that Postgres text cannot hold exactly, on %s', (name) => {
-  let backend: Backend;
+describe.each(DIALECT_BACKENDS)('scopes that UTF-8 text cannot hold exactly, on %s', (name) => {
+  let backend: DialectBackend;
   beforeAll(async () => {
-    backend = await openBackend(name);
-    await makeApp(backend).idempotency.migrate();
+    backend = await openDialectBackend(name);
+    await makeDialectApp(backend).idempotency.migrate();
   });
   afterAll(() => backend?.close());
 
   for (const cache of [true, false]) {
     it(`never answers one tenant with another tenant's row when their scopes differ only in lone surrogates (cache ${cache ? 'on' : 'off'})`, async () => {
-      const app = makeApp(backend, cache ? {} : { cache: false });
+      const app = makeDialectApp(backend, cache ? {} : { cache: false });
       const key = newKey();
       const answers: { tenant: string; outcome: string }[] = [];
       for (const tenant of LOOK_ALIKE_SCOPES) {
@@ -41,14 +43,15 @@ describe.each(BACKENDS)('scopes that Postgres text cannot hold exactly, on %s', 
         { tenant: '\\udfff', outcome: 'BAD_REQUEST' },
         { tenant: '\\ufffd', outcome: 'ran' },
       ]);
-      expect(await backend.query(`SELECT count(*)::int AS n FROM idempotency_keys WHERE key = '${key}'`)).toEqual([
-        { n: 1 },
-      ]);
+      const [row] = await backend.query<{ n: unknown }>(
+        `SELECT count(*) AS n FROM idempotency_keys WHERE ${backend.keyColumn} = ${backend.text(key)}`,
+      );
+      expect(Number(row?.n)).toBe(1);
     });
   }
 
-  it('refuses a scope holding NUL, which Postgres text cannot store, as a 400 that names the problem', async () => {
-    const app = makeApp(backend);
+  it('refuses a scope holding NUL, which Postgres text cannot store (refused on every dialect alike), as a 400 that names the problem', async () => {
+    const app = makeDialectApp(backend);
     const error = await failure(app.caller(newKey(), 'a\u0000b').payments.create({ amount: 1 }));
     expect(error.code).toBe('BAD_REQUEST');
     expect(reasonOf(error)).toBeUndefined();
@@ -57,7 +60,7 @@ describe.each(BACKENDS)('scopes that Postgres text cannot hold exactly, on %s', 
   });
 
   it('refuses a lone surrogate with a message that says where it is and why', async () => {
-    const app = makeApp(backend);
+    const app = makeDialectApp(backend);
     const error = await failure(app.caller(newKey(), 'ok\uDC00').payments.create({ amount: 1 }));
     expect(error.code).toBe('BAD_REQUEST');
     expect(error.message).toMatch(/scope.*lone surrogate U\+DC00 at index 7/);
@@ -66,7 +69,7 @@ describe.each(BACKENDS)('scopes that Postgres text cannot hold exactly, on %s', 
 
   it('refuses a key from the `key` option holding a lone surrogate or NUL as key_invalid', async () => {
     for (const key of ['k\uD800', 'k\u0000']) {
-      const app = makeApp(backend, { key: () => key });
+      const app = makeDialectApp(backend, { key: () => key });
       const error = await failure(app.caller(undefined).payments.create({ amount: 1 }));
       expect(reasonOf(error)).toBe('key_invalid');
       expect(app.control.runs).toBe(0);

@@ -2,94 +2,96 @@ import { TRPCError } from '@trpc/server';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createIdempotency, type IdempotencyOptions } from '../index.js';
+import { makeDialectApp } from './dialect-app.js';
+import { DIALECT_BACKENDS, type DialectBackend, insertKeyRows, openDialectBackend } from './dialect-backends.js';
 import { expectReason, failure } from './expectations.js';
-import {
-  type AppDB,
-  BACKENDS,
-  type Backend,
-  type Ctx,
-  deferred,
-  makeApp,
-  openBackend,
-  sleep,
-  t,
-  until,
-} from './harness.js';
+import { type AppDB, type Ctx, deferred, sleep, t, until } from './harness.js';
 
 let keySeq = 0;
 const newKey = () => `s-${Date.now().toString(36)}-${++keySeq}`;
 
-/** An app whose handler reports the lock_timeout it runs under, optionally held by a gate. */
-function lockTimeoutApp(
-  backend: { db: Backend['db']; pool: Backend['pool'] },
-  opts: Partial<IdempotencyOptions<Ctx, AppDB, true>>,
-) {
-  const control: { gate?: Promise<void>; runs: number } = { runs: 0 };
+/** The bound on a lock wait the session is under: Postgres' lock_timeout, MySQL's innodb_lock_wait_timeout (s). */
+const lockWaitBound = (dialect: DialectBackend['dialect']) =>
+  dialect === 'postgres' ? "SELECT current_setting('lock_timeout') AS v" : 'SELECT @@innodb_lock_wait_timeout AS v';
+
+/** An app whose handler reports the lock wait bound it runs under. */
+function lockTimeoutApp(backend: DialectBackend, opts: Partial<IdempotencyOptions<Ctx, AppDB, true>>) {
+  const control = { runs: 0 };
   const idempotency = createIdempotency({ db: backend.db, pool: backend.pool, scope: () => 'suspect', ...opts });
   const router = t.router({
     m: t.procedure.use(idempotency.middleware).mutation(async ({ ctx }) => {
       control.runs++;
-      if (control.gate) await control.gate;
-      const { rows } = await sql<{ v: string }>`SELECT current_setting('lock_timeout') AS v`.execute(
+      const { rows } = await sql<{ v: unknown }>`${sql.raw(lockWaitBound(backend.dialect))}`.execute(
         ctx.idempotency.db,
       );
-      return rows[0]!.v;
+      return String(rows[0]!.v);
     }),
   });
   const call = (key: string) => router.createCaller({ userId: 'x', headers: { 'idempotency-key': key } }).m();
   return { call, control };
 }
 
-describe.each(BACKENDS)('suspicions of issue 11 on %s', (name) => {
-  let backend: Backend;
+describe.each(DIALECT_BACKENDS)('suspicions of issue 11 on %s', (name) => {
+  let backend: DialectBackend;
   beforeAll(async () => {
-    backend = await openBackend(name);
-    await makeApp(backend).idempotency.migrate();
+    backend = await openDialectBackend(name);
+    await makeDialectApp(backend).idempotency.migrate();
   });
   afterAll(() => backend?.close());
   afterEach(() => {
     vi.useRealTimers();
   });
 
-  it.skipIf(name === 'pglite')(
-    '(a) a takeover re-checked after a lock wait leaves the handler its own lock_timeout, not `wait`',
+  // PGlite has one connection: no other session can hold the row. SQLite has no row locks: a claim waits for the
+  // database's write lock before its statement starts (BEGIN IMMEDIATE), so no claim ever waits inside a statement
+  // and has its condition checked again on a newer row version, and no wait bound is set on the handler's session.
+  it.skipIf(name === 'pglite' || name === 'sqlite' || name === 'libsql')(
+    '(a) a takeover after a lock wait on the row leaves the handler its own lock wait bound, not `wait`',
     async () => {
       const key = newKey();
       // An expired result: the next claim takes it over.
-      await backend.query(`INSERT INTO idempotency_keys (scope, key, fingerprint, path, status, response, expires_at)
-        VALUES ('suspect', '${key}', 'old', 'm', 'done', '{}', clock_timestamp() - interval '1 second')`);
-      // Another session locks the row (a lock only: the claim's INSERT … ON CONFLICT does not wait for it).
-      const holder = await backend.newPool().connect();
-      await holder.query('BEGIN');
-      await holder.query(`SELECT 1 FROM idempotency_keys WHERE key = '${key}' FOR UPDATE`);
-      // B's takeover UPDATE waits for that lock.
-      const b = lockTimeoutApp(backend, { wait: 20_000 });
+      await insertKeyRows(backend, [
+        { scope: 'suspect', key, path: 'm', status: 'done', response: '{}', expiresInMs: -1000 },
+      ]);
+      const [own] = await backend.query<{ v: unknown }>(lockWaitBound(backend.dialect));
+      const wait = 20_000;
+      // The handler's bound is the session's own: `wait` (in ms on Postgres, whole seconds on MySQL) must not leak.
+      expect([String(wait), String(wait / 1000)]).not.toContain(String(own?.v));
+      // Another session locks the row. Postgres: the claim's INSERT … ON CONFLICT does not wait for a lock only, the
+      // takeover UPDATE does, and Postgres re-checks its condition on the version committed meanwhile. MySQL: the
+      // claim's INSERT waits for it (its duplicate-key check), then finds the key taken and takes the row over.
+      const locked = deferred();
+      const commit = deferred();
+      const where = `${backend.keyColumn} = ${backend.text(key)}`;
+      const holder = backend
+        .another()
+        .db.transaction()
+        .execute(async (trx) => {
+          await sql.raw(`SELECT 1 FROM idempotency_keys WHERE ${where} FOR UPDATE`).execute(trx);
+          locked.resolve();
+          await commit.promise;
+          // A new version that is still expired and free.
+          await sql.raw(`UPDATE idempotency_keys SET response = '{"v":2}' WHERE ${where}`).execute(trx);
+        });
+      await locked.promise;
+      const b = lockTimeoutApp(backend, { wait });
       const second = b.call(key);
-      const lockWaiters = async () =>
-        Number(
-          (
-            await backend.query<{ n: string }>(
-              `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-            )
-          )[0]!.n,
-        );
-      await expect.poll(lockWaiters, { timeout: 10_000 }).toBe(1);
-      // The holder commits a new version that is still expired and free: Postgres re-checks B's condition on it.
-      await holder.query(`UPDATE idempotency_keys SET response = '{"v":2}' WHERE key = '${key}'`);
-      await holder.query('COMMIT');
-      holder.release();
-      expect(await second.catch((e) => String(e))).toBe('0');
+      await expect.poll(() => backend.lockWaiters(), { timeout: 10_000 }).toBe(1);
+      commit.resolve();
+      await holder;
+      expect(await second.catch((e) => String(e))).toBe(String(own?.v));
       expect(b.control.runs).toBe(1);
     },
   );
 
   for (const mode of ['transaction', 'lease'] as const) {
     // On PGlite the database runs in this process on the app's own clock: no skew between them can exist (and faking
-    // Date would move the database's clock too).
+    // Date would move the database's clock too). MySQL and SQLite keep epoch ms by the database's clock (SQLite's
+    // is the operating system's, which faking Date does not move): their rows expire by it, as Postgres' do.
     it.skipIf(name === 'pglite')(
       `(b) ${mode}: the replay cache never replays a key past its expiry, whatever the app's clock says`,
       async () => {
-        const app = makeApp(backend, { mode, ttl: 1000 });
+        const app = makeDialectApp(backend, { mode, ttl: 1000 });
         const key = newKey();
         await app.caller(key, `skew-${mode}`).payments.create({ amount: 1 });
         // The app's clock runs an hour behind the database's: by the database, the key has expired.
@@ -102,7 +104,7 @@ describe.each(BACKENDS)('suspicions of issue 11 on %s', (name) => {
     );
 
     it(`(c) ${mode}: a ttl shorter than the handler's run still keeps the result it stored`, async () => {
-      const app = makeApp(backend, { mode, ttl: 300, cache: false });
+      const app = makeDialectApp(backend, { mode, ttl: 300, cache: false });
       app.control.delayMs = 600;
       const key = newKey();
       const first = await app.caller(key, `short-ttl-${mode}`).payments.create({ amount: 1 });
@@ -113,7 +115,7 @@ describe.each(BACKENDS)('suspicions of issue 11 on %s', (name) => {
   }
 
   it('(d) transaction mode: a different payload waiting in-process runs once the original released its key, as across instances', async () => {
-    const app = makeApp(backend, { wait: 10_000 });
+    const app = makeDialectApp(backend, { wait: 10_000 });
     const key = newKey();
     const gate = deferred();
     app.control.gate = gate.promise;
@@ -135,7 +137,7 @@ describe.each(BACKENDS)('suspicions of issue 11 on %s', (name) => {
   });
 
   it('(d) transaction mode: a different payload waiting in-process gets 422 once the original stored its result', async () => {
-    const app = makeApp(backend, { wait: 10_000 });
+    const app = makeDialectApp(backend, { wait: 10_000 });
     const key = newKey();
     const gate = deferred();
     app.control.gate = gate.promise;
@@ -150,7 +152,7 @@ describe.each(BACKENDS)('suspicions of issue 11 on %s', (name) => {
   });
 
   it('(d) lease mode: a different payload in-process gets 422 at once while the original runs, as across instances', async () => {
-    const app = makeApp(backend, { mode: 'lease', wait: 10_000 });
+    const app = makeDialectApp(backend, { mode: 'lease', wait: 10_000 });
     const key = newKey();
     const gate = deferred();
     app.control.gate = gate.promise;

@@ -3,7 +3,13 @@ import type { TableName } from '../../table-name.js';
 import type { StoreDialect } from '../dialect.js';
 import { MIGRATE_LOCK, mysqlMigrationStatements, mysqlPurgeBatchStatement } from './mysql-schema.js';
 import { MysqlStatements } from './mysql-statements.js';
-import { MysqlStore } from './mysql-store.js';
+import { isDeadlock, MysqlStore } from './mysql-store.js';
+
+/**
+ * Concurrent purges lock the rows they scan in orders of their own (InnoDB's choice of index), so one may be chosen
+ * as a deadlock victim: its DELETE rolled back whole, it runs again, this often before the error reaches the caller.
+ */
+const PURGE_DEADLOCK_TRIES = 10;
 
 /** MySQL 8 / MariaDB. `flavour` skips the server detection (the tests run the MySQL 8 SQL on MariaDB with it). */
 export function createMysqlDialect(db: Kysely<any>, table: TableName, flavour?: 'mysql' | 'mariadb'): StoreDialect {
@@ -27,11 +33,15 @@ export function createMysqlDialect(db: Kysely<any>, table: TableName, flavour?: 
       }
     },
     async purgeBatch(batchSize) {
-      const held = await store.hold();
-      try {
-        return Number((await held.query(mysqlPurgeBatchStatement(table, batchSize))).numAffectedRows ?? 0);
-      } finally {
-        await held.release();
+      for (let attempt = 1; ; attempt++) {
+        const held = await store.hold();
+        try {
+          return Number((await held.query(mysqlPurgeBatchStatement(table, batchSize))).numAffectedRows ?? 0);
+        } catch (error) {
+          if (!isDeadlock(error) || attempt >= PURGE_DEADLOCK_TRIES) throw error;
+        } finally {
+          await held.release();
+        }
       }
     },
   };

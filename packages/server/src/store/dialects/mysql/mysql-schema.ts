@@ -40,7 +40,8 @@ export function mysqlMigrationStatements(table: TableName): string[] {
 
 /**
  * One bounded purge batch. MySQL has no SKIP LOCKED for DELETE: concurrent purges wait on each other's rows for a
- * moment instead, and never delete a row twice (a deleted row is gone for the waiter).
+ * moment instead, and never delete a row twice (a deleted row is gone for the waiter). Waiting, they can deadlock:
+ * the victim's batch runs again (createMysqlDialect's purgeBatch).
  */
 export function mysqlPurgeBatchStatement(table: TableName, batchSize: number): string {
   const { t } = quoted(table);

@@ -7,6 +7,11 @@ import type { MysqlServer } from './mysql-statements.js';
 
 /** MySQL's ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back. */
 const DEADLOCK = 1213;
+
+/** The error is a deadlock: its transaction (or autocommit statement) was rolled back whole and can run again. */
+export function isDeadlock(error: unknown): boolean {
+  return (error as { errno?: unknown })?.errno === DEADLOCK;
+}
 /** A claim that lost a deadlock is opened again this often before the call answers 409. */
 const DEADLOCK_RETRIES = 3;
 /**
@@ -135,7 +140,7 @@ export class MysqlStore extends ConnectionStore {
       } catch (error) {
         await session.rollback().catch(() => {});
         // Nothing of the handler ran yet, nor did a claim commit: a deadlock victim's claim can be opened again.
-        if ((error as { errno?: unknown })?.errno === DEADLOCK && again) continue;
+        if (isDeadlock(error) && again) continue;
         throw error;
       }
     }

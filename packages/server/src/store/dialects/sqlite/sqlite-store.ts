@@ -160,23 +160,38 @@ export class SqliteStore extends ConnectionStore {
   }
 }
 
+/** What this store uses of a libSQL client (`@libsql/client`, the `client` of kysely-libsql's connection). */
+interface LibsqlClient {
+  execute(statement: string | { sql: string; args: unknown[] }): Promise<{ rows: Record<string, unknown>[] }>;
+  transaction(mode: string): Promise<{ close(): void }>;
+}
+
 /**
  * libSQL (libsql 0.3) leaves a statement that failed with SQLITE_BUSY in progress: every later COMMIT on that
  * native connection fails ("SQL statements in progress"). Its client opens a fresh connection after handing the
- * current one to a transaction, so hand it over (BEGIN DEFERRED takes no lock) and drop it.
+ * current one to a transaction, so hand it over (BEGIN DEFERRED takes no lock) and drop it. ATTACH belongs to a
+ * connection: the databases the app attached to the dropped one (a schema-qualified `table` may live there) are
+ * attached again on the fresh one.
  */
 async function dropLibsqlConnection(held: HeldConnection): Promise<void> {
-  const client = (held.connection as { client?: { transaction?: (mode: string) => Promise<{ close(): void }> } })
-    .client;
-  if (typeof client?.transaction !== 'function') return;
+  const client = (held.connection as { client?: Partial<LibsqlClient> }).client;
+  if (typeof client?.transaction !== 'function' || typeof client.execute !== 'function') return;
   try {
+    const attached = (await client.execute('PRAGMA database_list')).rows
+      .map((row) => ({ name: String(row.name), file: String(row.file ?? '') }))
+      // An in-memory attachment (no file) cannot be carried over.
+      .filter((db) => db.name !== 'main' && db.name !== 'temp' && db.file !== '');
     const poisoned = await client.transaction('deferred');
     try {
       poisoned.close();
     } catch {
       // Its ROLLBACK fails for the same reason; the connection is dropped all the same.
     }
+    for (const { name, file } of attached) {
+      await client.execute({ sql: `ATTACH DATABASE ? AS "${name.replaceAll('"', '""')}"`, args: [file] });
+    }
   } catch {
-    // Not the libSQL client this was written for: nothing to drop.
+    // Not the libSQL client this was written for (nothing to drop), or an attachment that cannot be made again:
+    // the next statement on its table says the table is missing.
   }
 }
