@@ -57,6 +57,13 @@ function scenarioSeconds(r: BenchResults): string {
   return [...(setup !== undefined ? [`servers and setup ${setup}`] : []), ...parts].join(', ');
 }
 
+/** What drove the load; results from before `--load` existed were all undici. */
+function loadGeneratorText(load: BenchResults['params']['load'] | undefined): string {
+  return load === 'raw'
+    ? 'raw `node:net` keep-alive sockets, requests written as bytes, responses parsed for status and length'
+    : 'undici `Pool`, keep-alive';
+}
+
 const metMark = (met: boolean | undefined) => (met === undefined ? '–' : met ? 'yes' : 'no');
 
 function chart(r: BenchResults): string {
@@ -160,11 +167,13 @@ function markdown(r: BenchResults, root: string): string {
     '  `INSERT` the payment, debit the balance, in one transaction). Behind ours, the handler runs on',
     "  `ctx.idempotency.db` (ours' transaction) instead of opening its own.",
     '- Each contender is its own tRPC standalone HTTP server in a **child process**, with its own `pg` pool (16',
-    '  connections). The load generator (undici, keep-alive, closed loop: each of the',
+    `  connections). The load generator (${loadGeneratorText(p.load)}, closed loop: each of the`,
     `  ${p.connections} connections sends its next request when the previous one is answered, every request with a fresh`,
     '  key) runs in the parent process. With 2 cores, an in-process server would share its event loop with the',
     "  load generator and each would slow the other in proportion to the *other's* work; separate processes let",
-    '  the OS schedule the server, Postgres and the load generator on both cores, as in production.',
+    '  the OS schedule the server, Postgres and the load generator on both cores, as in production. The load',
+    "  generator's own CPU per request (`process.cpuUsage()` around each cell) is in the tables: it is CPU the",
+    '  server and Postgres did not get, the same for every contender, so it pulls every ratio toward 1.',
     `- Contenders interleaved: ${p.rounds} rounds of ${p.durationMs / 1000} s per cell (after ${p.warmupMs} ms of unmeasured warm-up), the`,
     '  order rotated each round. Ratio = contender req/s ÷ plain req/s in the same round; tables show the median',
     '  ratio and (min–max) across rounds.',
@@ -203,8 +212,8 @@ function markdown(r: BenchResults, root: string): string {
     lines.push(
       '### CPU per request, and the ratio it predicts',
       '',
-      'From the overhead cells: server process CPU + local Postgres CPU per request (medians over rounds). With',
-      "2 cores shared by the server, Postgres and the load generator, req/s ≈ 1 / CPU per request, so plain's total",
+      "From the overhead cells: server process CPU + local Postgres CPU + the load generator's CPU per request",
+      "(medians over rounds). With 2 cores shared by the three, req/s ≈ 1 / CPU per request, so plain's total",
       "divided by a contender's predicts the contender's ratio (Redis' own CPU is not counted).",
       '',
       '**light handler**',
