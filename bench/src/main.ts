@@ -150,13 +150,21 @@ try {
     await scenario('purge', 'purge under load', async () => {
       results.purge = await (await import('./scenarios/purge.ts')).purgeScenario(env);
     });
-    await scenario('dialects', 'dialects (in process, sequential)', async () => {
+    await scenario('dialects', 'dialects (in process, sequential; then over HTTP)', async () => {
       const { dialectSetups, dialectsScenario } = await import('./scenarios/dialects.ts');
       results.dialects = await dialectsScenario({
         calls: params.dialectCalls,
         rounds: params.dialectRounds,
         setups: await dialectSetups(tdb.url),
         log,
+        http: {
+          databaseUrl: tdb.url,
+          redisUrl,
+          connections: params.connections,
+          durationMs: params.durationMs,
+          warmupMs: params.warmupMs,
+          rounds: params.rounds,
+        },
       });
     });
   }

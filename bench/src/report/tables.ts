@@ -128,7 +128,7 @@ export function printTables(results: BenchResults): string[] {
   if (results.storm) out.push('', '## Duplicate storm', ...stormTable(results));
   if (results.scaling) out.push('', '## Scaling with table size', ...scalingTable(results));
   if (results.purge) out.push('', '## Purge under load', ...purgeTable(results));
-  if (results.dialects) out.push('', '## Dialects (in process)', ...dialectsTable(results));
+  if (results.dialects) out.push('', '## Dialects', ...dialectsTable(results));
   if (results.client) {
     out.push('', '## Client link overhead', ...linkTable(results));
     out.push('', '## Retry amplification in a full outage', ...outageTable(results));
@@ -303,7 +303,15 @@ export function ledgerTable(results: BenchResults): string[] {
 
 export function dialectsTable(results: BenchResults): string[] {
   return table(
-    ['dialect', 'handler', 'plain calls/s', 'ours calls/s', 'ours ÷ plain (min–max)'],
-    (results.dialects ?? []).map((r) => [r.dialect, r.handler, int(r.plain), int(r.ours), formatRatio(r.ratio)]),
+    ['dialect', 'handler', 'via', 'plain calls/s', 'ours calls/s', 'ours ÷ plain (min–max)', 'non-200'],
+    (results.dialects ?? []).map((r) => [
+      r.dialect,
+      r.handler,
+      r.via === 'HTTP' ? `HTTP, ${r.calls} connections` : 'in process',
+      int(r.plain),
+      int(r.ours),
+      formatRatio(r.ratio),
+      r.non200 ?? '–',
+    ]),
   );
 }
