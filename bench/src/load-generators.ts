@@ -1,8 +1,11 @@
 /**
  * The load generators' own cost, apart from any contender: `npx tsx src/load-generators.ts` (ROUNDS, DURATION ms,
- * CONNECTIONS) drives a bare `node:http` server in a child process (fixed JSON answer, no tRPC, no database)
- * with each generator in turn, order alternating per round, and prints req/s and the generator's CPU per request.
- * Against this server the generator is the larger share of the work, so the gap between the two shows fully.
+ * CONNECTIONS, DELAY ms) drives a bare `node:http` server in a child process (fixed JSON answer, no tRPC, no
+ * database) with each generator in turn, order alternating per round, and prints req/s and the generator's CPU
+ * per request. Against this server the generator is the larger share of the work, so the gap between the two
+ * shows fully. DELAY holds each answer that long (a timer, no CPU), so the rate is about CONNECTIONS / DELAY:
+ * the generators' cost at the bench's rates (16 connections: 5 ms ≈ 3 000 req/s, 16 ms ≈ 1 000 req/s), where
+ * fewer responses arrive per wake-up than at full speed.
  */
 import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
@@ -12,9 +15,13 @@ import { selfCheckResponseParser } from './load/response-parser.ts';
 const SERVER = `
 const { createServer } = require('node:http');
 const body = '{"result":{"data":{"ok":true}}}';
+const delay = Number(process.env.DELAY ?? 0);
 const server = createServer((req, res) => {
   req.resume();
-  req.on('end', () => { res.setHeader('content-type', 'application/json'); res.end(body); });
+  req.on('end', () => {
+    res.setHeader('content-type', 'application/json');
+    if (delay > 0) setTimeout(() => res.end(body), delay); else res.end(body);
+  });
 });
 server.keepAliveTimeout = 60000;
 server.listen(0, '127.0.0.1', () => process.send({ port: server.address().port }));
