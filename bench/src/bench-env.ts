@@ -1,11 +1,14 @@
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
 import type { ContenderSpec } from './contenders/contender-spec.ts';
+import { type LoadGenerator, loadGenerators } from './load/http-load.ts';
 import type { BenchServer } from './server/spawn-server.ts';
 
 /** Sizes of one run: `--quick` keeps the whole run to a couple of minutes. */
 export interface BenchParams {
   quick: boolean;
+  /** The HTTP client driving the load (`--load raw|undici`); absent in results from before it was selectable: undici. */
+  load: LoadGenerator;
   connections: number;
   rounds: number;
   durationMs: number;
@@ -30,8 +33,11 @@ export function paramsFromArgs(argv: string[]): BenchParams {
     return i >= 0 ? argv[i + 1] : undefined;
   };
   const num = (name: string, fallback: number) => Number(flag(name) ?? fallback);
+  const load = (flag('load') ?? 'raw') as LoadGenerator;
+  if (!loadGenerators.includes(load)) throw new Error(`--load ${load}: expected one of ${loadGenerators.join(', ')}`);
   return {
     quick,
+    load,
     connections: num('connections', 16),
     rounds: num('rounds', quick ? 3 : 5),
     durationMs: num('duration', quick ? 600 : 2000),

@@ -1,6 +1,6 @@
 /**
  * `npm run bench [-- --quick] [--only overhead,replay,storm,round-trips,ledger,dialects,scaling,purge,client]
- *  [--contenders a,b]`
+ *  [--contenders a,b] [--load raw|undici]`
  * Starts one HTTP server per contender (child processes), runs the scenarios, prints the tables and writes
  * bench/results/latest.json and docs/benchmarks.md (+ docs/benchmarks-ratios.svg).
  */
@@ -10,7 +10,8 @@ import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type BenchEnv, paramsFromArgs } from './bench-env.ts';
 import type { ContenderSpec } from './contenders/contender-spec.ts';
-import { closeLoadPools } from './load/http-load.ts';
+import { closeLoadPools, useLoadGenerator } from './load/http-load.ts';
+import { selfCheckResponseParser } from './load/response-parser.ts';
 import { type MachineFacts, machineFacts } from './report/machine.ts';
 import { writeReport } from './report/write-report.ts';
 import type { BenchResults } from './results.ts';
@@ -24,6 +25,8 @@ import { redisAnswers, setupDatabase } from './setup-database.ts';
 
 const argv = process.argv.slice(2);
 const params = paramsFromArgs(argv);
+selfCheckResponseParser();
+useLoadGenerator(params.load);
 const onlyFlag = argv.indexOf('--only');
 const only = onlyFlag >= 0 ? new Set(argv[onlyFlag + 1]?.split(',')) : undefined;
 const wants = (name: string) => !only || only.has(name);
@@ -104,6 +107,7 @@ try {
   const machine = await machineFacts(tdb.db, redisUrl);
   log(`machine: ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}, Postgres ${machine.postgres}`);
   log(`contenders: ${contenders.map((c) => c.name).join(', ')}; load 1-min avg ${machine.loadStart.toFixed(2)}`);
+  log(`load generator: ${params.load}, ${params.connections} connections`);
 
   const results: BenchResults = {
     params,
@@ -146,13 +150,21 @@ try {
     await scenario('purge', 'purge under load', async () => {
       results.purge = await (await import('./scenarios/purge.ts')).purgeScenario(env);
     });
-    await scenario('dialects', 'dialects (in process, sequential)', async () => {
+    await scenario('dialects', 'dialects (in process, sequential; then over HTTP)', async () => {
       const { dialectSetups, dialectsScenario } = await import('./scenarios/dialects.ts');
       results.dialects = await dialectsScenario({
         calls: params.dialectCalls,
         rounds: params.dialectRounds,
         setups: await dialectSetups(tdb.url),
         log,
+        http: {
+          databaseUrl: tdb.url,
+          redisUrl,
+          connections: params.connections,
+          durationMs: params.durationMs,
+          warmupMs: params.warmupMs,
+          rounds: params.rounds,
+        },
       });
     });
   }

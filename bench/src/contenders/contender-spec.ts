@@ -1,3 +1,5 @@
+import type { DialectRemote } from '../scenarios/dialects.ts';
+
 /** Which idempotency implementation a bench server runs in front of the same handlers. */
 export type ContenderKind = 'plain' | 'ours' | 'classic' | 'classic-kysely' | 'powertools' | 'node-idempotency';
 
@@ -20,6 +22,8 @@ export interface ContenderSpec {
 
 export interface ServerConfig {
   spec: ContenderSpec;
+  /** Serve the dialects scenario's handlers on this MariaDB / SQLite / libSQL database instead of Postgres. */
+  dialect?: DialectRemote;
   databaseUrl: string;
   redisUrl: string;
   /** Size of the child's `pg` pool (the same for every contender). */

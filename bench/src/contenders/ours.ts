@@ -7,7 +7,11 @@ import type { ContenderSpec } from './contender-spec.ts';
  * Ours, loaded lazily so the peers can be benched while the server package is not built yet.
  * `pool: true` hands it the raw `pg` pool (its optional fast path), when the package accepts one.
  */
-export async function oursMiddleware(spec: ContenderSpec, db: Kysely<any>, pool: pg.Pool): Promise<BenchMiddleware> {
+export async function oursMiddleware(
+  spec: ContenderSpec,
+  db: Kysely<any>,
+  pool: pg.Pool | undefined,
+): Promise<BenchMiddleware> {
   const { createIdempotency } = await import('@trpc-idempotency/server');
   const options: Record<string, unknown> = {
     db,

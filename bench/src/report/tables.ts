@@ -13,6 +13,9 @@ export function table(head: string[], rows: (string | number)[][]): string[] {
 
 const ms = (n: number) => (Number.isFinite(n) ? round2(n).toFixed(2) : '–');
 const num = (n: number) => (Number.isFinite(n) ? String(round1(n)) : '–');
+const f2 = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : '–');
+/** Also '–' for a figure older results lack (undefined). */
+const int = (n: number | undefined) => (n !== undefined && Number.isFinite(n) ? String(Math.round(n)) : '–');
 
 export function overheadTable(results: BenchResults, handler: 'light' | 'payment'): string[] {
   const rows = (results.overhead ?? []).filter((r) => r.handler === handler);
@@ -25,6 +28,7 @@ export function overheadTable(results: BenchResults, handler: 'light' | 'payment
       'ratio to plain (min–max)',
       'server CPU µs/req',
       'Postgres CPU µs/req',
+      'load gen CPU µs/req',
       'SQL/req',
       'non-200',
     ],
@@ -34,8 +38,9 @@ export function overheadTable(results: BenchResults, handler: 'light' | 'payment
       ms(r.p50),
       ms(r.p99),
       formatRatio(r.ratio),
-      Number.isFinite(r.cpuMicros) ? Math.round(r.cpuMicros) : '–',
-      Number.isFinite(r.pgCpuMicros) ? Math.round(r.pgCpuMicros) : '–',
+      int(r.cpuMicros),
+      int(r.pgCpuMicros),
+      int(r.loadCpuMicros),
       num(r.sqlPerRequest),
       r.non200,
     ]),
@@ -44,7 +49,17 @@ export function overheadTable(results: BenchResults, handler: 'light' | 'payment
 
 export function replayTable(results: BenchResults): string[] {
   return table(
-    ['contender', 'req/s', 'p50 ms', 'p99 ms', '÷ plain light', '÷ plain payment', 'non-200'],
+    [
+      'contender',
+      'req/s',
+      'p50 ms',
+      'p99 ms',
+      '÷ plain light',
+      '÷ plain payment',
+      'server CPU µs/req',
+      'load gen CPU µs/req',
+      'non-200',
+    ],
     (results.replay ?? []).map((r) => [
       r.contender,
       Math.round(r.rps),
@@ -52,6 +67,8 @@ export function replayTable(results: BenchResults): string[] {
       ms(r.p99),
       formatRatio(r.ratioLight),
       formatRatio(r.ratioPayment),
+      int(r.cpuMicros),
+      int(r.loadCpuMicros),
       r.non200,
     ]),
   );
@@ -111,7 +128,7 @@ export function printTables(results: BenchResults): string[] {
   if (results.storm) out.push('', '## Duplicate storm', ...stormTable(results));
   if (results.scaling) out.push('', '## Scaling with table size', ...scalingTable(results));
   if (results.purge) out.push('', '## Purge under load', ...purgeTable(results));
-  if (results.dialects) out.push('', '## Dialects (in process)', ...dialectsTable(results));
+  if (results.dialects) out.push('', '## Dialects', ...dialectsTable(results));
   if (results.client) {
     out.push('', '## Client link overhead', ...linkTable(results));
     out.push('', '## Retry amplification in a full outage', ...outageTable(results));
@@ -209,15 +226,27 @@ export function costModelTable(results: BenchResults, handler: 'light' | 'paymen
   const rows = (results.overhead ?? []).filter((r) => r.handler === handler);
   const plain = rows.find((r) => r.contender === 'plain');
   if (!plain || !Number.isFinite(plain.cpuMicros) || !Number.isFinite(plain.pgCpuMicros)) return [];
-  const plainTotal = plain.cpuMicros + plain.pgCpuMicros;
+  // Results from before the load generator's CPU was measured leave it out of the total.
+  const loadCpu = (r: (typeof rows)[number]) => (Number.isFinite(r.loadCpuMicros) ? r.loadCpuMicros : 0);
+  const plainTotal = plain.cpuMicros + plain.pgCpuMicros + loadCpu(plain);
   return table(
-    ['contender', 'server µs', 'Postgres µs', 'total µs', 'extra vs plain µs', 'predicted ratio', 'measured ratio'],
+    [
+      'contender',
+      'server µs',
+      'Postgres µs',
+      'load gen µs',
+      'total µs',
+      'extra vs plain µs',
+      'predicted ratio',
+      'measured ratio',
+    ],
     rows.map((r) => {
-      const total = r.cpuMicros + r.pgCpuMicros;
+      const total = r.cpuMicros + r.pgCpuMicros + loadCpu(r);
       return [
         r.contender,
         Math.round(r.cpuMicros),
         Math.round(r.pgCpuMicros),
+        int(r.loadCpuMicros),
         Math.round(total),
         Math.round(total - plainTotal),
         `${(plainTotal / total).toFixed(2)}×`,
@@ -226,9 +255,6 @@ export function costModelTable(results: BenchResults, handler: 'light' | 'paymen
     }),
   );
 }
-
-const f2 = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : '–');
-const int = (n: number) => (Number.isFinite(n) ? String(Math.round(n)) : '–');
 
 export function goalsTable(results: BenchResults): string[] {
   return table(
@@ -277,7 +303,15 @@ export function ledgerTable(results: BenchResults): string[] {
 
 export function dialectsTable(results: BenchResults): string[] {
   return table(
-    ['dialect', 'handler', 'plain calls/s', 'ours calls/s', 'ours ÷ plain (min–max)'],
-    (results.dialects ?? []).map((r) => [r.dialect, r.handler, int(r.plain), int(r.ours), formatRatio(r.ratio)]),
+    ['dialect', 'handler', 'via', 'plain calls/s', 'ours calls/s', 'ours ÷ plain (min–max)', 'non-200'],
+    (results.dialects ?? []).map((r) => [
+      r.dialect,
+      r.handler,
+      r.via === 'HTTP' ? `HTTP, ${r.calls} connections` : 'in process',
+      int(r.plain),
+      int(r.ours),
+      formatRatio(r.ratio),
+      r.non200 ?? '–',
+    ]),
   );
 }

@@ -57,6 +57,13 @@ function scenarioSeconds(r: BenchResults): string {
   return [...(setup !== undefined ? [`servers and setup ${setup}`] : []), ...parts].join(', ');
 }
 
+/** What drove the load; results from before `--load` existed were all undici. */
+function loadGeneratorText(load: BenchResults['params']['load'] | undefined): string {
+  return load === 'raw'
+    ? 'raw `node:net` keep-alive sockets, requests written as bytes, responses parsed for status and length'
+    : 'undici `Pool`, keep-alive';
+}
+
 const metMark = (met: boolean | undefined) => (met === undefined ? '–' : met ? 'yes' : 'no');
 
 function chart(r: BenchResults): string {
@@ -90,13 +97,20 @@ function chart(r: BenchResults): string {
   }
   if (r.dialects?.length) {
     const dialects = [...new Set(r.dialects.map((d) => d.dialect))];
-    groups.push({
-      title: 'Dialects, in process: ours ÷ plain handler on the same database',
-      rows: dialects.map((d) => ({
-        contender: d.replace(/ \(.*/, '').replace('Postgres', `Postgres ${/general/.test(d) ? 'general' : 'pool'}`),
-        values: ['light', 'payment'].map((h) => r.dialects?.find((x) => x.dialect === d && x.handler === h)?.ratio),
-      })),
-    });
+    for (const via of ['in process', 'HTTP'] as const) {
+      // Rows from before the HTTP cells existed have no `via`: they were in process.
+      const cells = r.dialects.filter((x) => (x.via ?? 'in process') === via);
+      if (!cells.length) continue;
+      groups.push({
+        title: `Dialects, ${via === 'HTTP' ? 'over HTTP' : 'in process'}: ours ÷ plain handler on the same database`,
+        rows: dialects
+          .filter((d) => cells.some((x) => x.dialect === d))
+          .map((d) => ({
+            contender: d.replace(/ \(.*/, '').replace('Postgres', `Postgres ${/general/.test(d) ? 'general' : 'pool'}`),
+            values: ['light', 'payment'].map((h) => cells.find((x) => x.dialect === d && x.handler === h)?.ratio),
+          })),
+      });
+    }
   }
   return ratioChart(
     `tRPC idempotency: throughput relative to plain (${r.params.connections} connections)`,
@@ -160,11 +174,13 @@ function markdown(r: BenchResults, root: string): string {
     '  `INSERT` the payment, debit the balance, in one transaction). Behind ours, the handler runs on',
     "  `ctx.idempotency.db` (ours' transaction) instead of opening its own.",
     '- Each contender is its own tRPC standalone HTTP server in a **child process**, with its own `pg` pool (16',
-    '  connections). The load generator (undici, keep-alive, closed loop: each of the',
+    `  connections). The load generator (${loadGeneratorText(p.load)}, closed loop: each of the`,
     `  ${p.connections} connections sends its next request when the previous one is answered, every request with a fresh`,
     '  key) runs in the parent process. With 2 cores, an in-process server would share its event loop with the',
     "  load generator and each would slow the other in proportion to the *other's* work; separate processes let",
-    '  the OS schedule the server, Postgres and the load generator on both cores, as in production.',
+    '  the OS schedule the server, Postgres and the load generator on both cores, as in production. The load',
+    "  generator's own CPU per request (`process.cpuUsage()` around each cell) is in the tables: it is CPU the",
+    '  server and Postgres did not get, the same for every contender, so it pulls every ratio toward 1.',
     `- Contenders interleaved: ${p.rounds} rounds of ${p.durationMs / 1000} s per cell (after ${p.warmupMs} ms of unmeasured warm-up), the`,
     '  order rotated each round. Ratio = contender req/s ÷ plain req/s in the same round; tables show the median',
     '  ratio and (min–max) across rounds.',
@@ -185,7 +201,7 @@ function markdown(r: BenchResults, root: string): string {
     "Issue 15's goals, each a ratio taken round by round between two cells of the same interleaved run (so both",
     'sides share the noise of that round), reported as the median over rounds with its min–max spread. Ours is',
     "`ours-tx+pool` (transaction mode with the raw `pg` pool, the README's configuration). Goal 4 on MariaDB and",
-    'SQLite comes from the in-process dialects table below (sequential calls, no HTTP).',
+    'SQLite comes from the dialects table below: in process (sequential calls, no HTTP) and over HTTP.',
     '',
     ...goalsTable(r),
     '',
@@ -203,8 +219,8 @@ function markdown(r: BenchResults, root: string): string {
     lines.push(
       '### CPU per request, and the ratio it predicts',
       '',
-      'From the overhead cells: server process CPU + local Postgres CPU per request (medians over rounds). With',
-      "2 cores shared by the server, Postgres and the load generator, req/s ≈ 1 / CPU per request, so plain's total",
+      "From the overhead cells: server process CPU + local Postgres CPU + the load generator's CPU per request",
+      "(medians over rounds). With 2 cores shared by the three, req/s ≈ 1 / CPU per request, so plain's total",
       "divided by a contender's predicts the contender's ratio (Redis' own CPU is not counted).",
       '',
       '**light handler**',
@@ -286,7 +302,10 @@ function markdown(r: BenchResults, root: string): string {
       'ratio per round, median (min–max). Handlers as above: **light** one insert; **payment** a read of one of 1,000',
       'accounts (`FOR UPDATE` except on SQLite, whose transaction holds the write lock), an insert, a debit.',
       'Postgres appears on both paths for comparison; MariaDB in a database of its own, SQLite and libSQL on WAL',
-      'files in a temporary directory.',
+      'files in a temporary directory. The rows *via HTTP* run the same handlers in a plain and an ours child',
+      `server on the same database, loaded like the overhead tables (${p.connections} connections, ${p.rounds} rounds of ${p.durationMs / 1000} s per`,
+      "cell, sides alternating): concurrent requests meet the dialect's locking (SQLite serialises writers), and",
+      'tRPC, HTTP and the load generator dilute both sides; the in-process rows stay the floor of the middleware.',
       '',
       ...dialectsTable(r),
       '',

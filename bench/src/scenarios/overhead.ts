@@ -18,6 +18,8 @@ export interface OverheadRow {
   ratio: Spread;
   /** Server process CPU per request under this load (warm-up included), µs: median over rounds. */
   cpuMicros: number;
+  /** The load generator's own CPU per request (warm-up included), µs: median over rounds. */
+  loadCpuMicros: number;
   /** SQL round trips per request under this load. */
   sqlPerRequest: number;
   /** Local Postgres CPU per request (all backends), µs; NaN when Postgres is not a local process. */
@@ -61,7 +63,7 @@ export async function overheadScenario(env: BenchEnv): Promise<OverheadRow[]> {
         };
         costs.set(id, [...(costs.get(id) ?? []), cost]);
         env.log(
-          `  round ${round + 1} ${handler.padEnd(7)} ${name.padEnd(18)} ${result.rps.toFixed(0).padStart(6)} req/s`,
+          `  round ${round + 1} ${handler.padEnd(7)} ${name.padEnd(18)} ${result.rps.toFixed(0).padStart(6)} req/s, CPU µs/req server ${Math.round(cost.cpu)} load ${Math.round(result.loadCpuMicros)}`,
         );
       }
     }
@@ -82,6 +84,7 @@ export async function overheadScenario(env: BenchEnv): Promise<OverheadRow[]> {
         cpuMicros: median((costs.get(`${name}|${handler}`) ?? []).map((c) => c.cpu)),
         sqlPerRequest: median((costs.get(`${name}|${handler}`) ?? []).map((c) => c.sql)),
         pgCpuMicros: median((costs.get(`${name}|${handler}`) ?? []).map((c) => c.pg)),
+        loadCpuMicros: median(runs.map((r) => r.loadCpuMicros)),
         non200: runs.reduce((a, r) => a + r.requests - (r.statuses['200'] ?? 0) + r.errors, 0),
       });
     }

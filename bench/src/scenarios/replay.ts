@@ -14,6 +14,10 @@ export interface ReplayRow {
   ratioLight: Spread;
   /** Per-round ratio to plain first executions of the payment handler. */
   ratioPayment: Spread;
+  /** Server process CPU per replay (warm-up included), µs: median over rounds. */
+  cpuMicros: number;
+  /** The load generator's own CPU per replay (warm-up included), µs: median over rounds. */
+  loadCpuMicros: number;
   /** Responses other than 200 (a replay must answer like the original). */
   non200: number;
 }
@@ -37,12 +41,14 @@ export async function replayScenario(env: BenchEnv): Promise<ReplayRow[]> {
   }
   const cells = ['plain|light', 'plain|payment', ...replayers.map((n) => `${n}|replay`)];
   const results = new Map<string, LoadResult[]>();
+  const serverCpu = new Map<string, number[]>();
   for (let round = 0; round < params.rounds; round++) {
     for (const cell of rotate(cells, round)) {
       const [name, kind] = cell.split('|') as [string, string];
       const list = keys.get(name);
       // Start each round at another offset so a bounded cache sees the keys in a new order.
       const offset = round * 7919;
+      const before = await server(env, name).counters();
       const result = await runLoad({
         url: server(env, name).url,
         path: kind === 'payment' ? 'payment' : 'light',
@@ -52,8 +58,12 @@ export async function replayScenario(env: BenchEnv): Promise<ReplayRow[]> {
         key: list ? (i) => list[(i + offset) % list.length] : (i) => `${runTag}-rp-${round}-${i}`,
         ...(list ? { body: () => REPLAY_BODY } : {}),
       });
+      const after = await server(env, name).counters();
       results.set(cell, [...(results.get(cell) ?? []), result]);
-      env.log(`  round ${round + 1} ${cell.padEnd(26)} ${result.rps.toFixed(0).padStart(6)} req/s`);
+      serverCpu.set(cell, [...(serverCpu.get(cell) ?? []), (after.cpuMicros - before.cpuMicros) / result.sent]);
+      env.log(
+        `  round ${round + 1} ${cell.padEnd(26)} ${result.rps.toFixed(0).padStart(6)} req/s, CPU µs/req server ${Math.round(serverCpu.get(cell)!.at(-1)!)} load ${Math.round(result.loadCpuMicros)}`,
+      );
     }
   }
   const plainLight = results.get('plain|light') ?? [];
@@ -68,6 +78,8 @@ export async function replayScenario(env: BenchEnv): Promise<ReplayRow[]> {
       p99: median(runs.map((r) => r.p99)),
       ratioLight: spread(runs.map((r, i) => r.rps / (plainLight[i]?.rps ?? Number.NaN))),
       ratioPayment: spread(runs.map((r, i) => r.rps / (plainPayment[i]?.rps ?? Number.NaN))),
+      cpuMicros: median(serverCpu.get(`${name}|replay`) ?? []),
+      loadCpuMicros: median(runs.map((r) => r.loadCpuMicros)),
       non200: runs.reduce((a, r) => a + r.requests - (r.statuses['200'] ?? 0) + r.errors, 0),
     };
   });

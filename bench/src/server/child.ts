@@ -9,7 +9,8 @@ import pg from 'pg';
 import type { ServerConfig } from '../contenders/contender-spec.ts';
 import { RedisCounter } from '../contenders/redis-counter.ts';
 import { countStatements } from '../load/count-statements.ts';
-import { buildRouter } from './router.ts';
+import { openDialectDb } from '../scenarios/dialects.ts';
+import { buildDialectRouter, buildRouter } from './router.ts';
 import { backendName } from './spawn-server.ts';
 
 const config = JSON.parse(process.env.BENCH_SERVER_CONFIG ?? '{}') as ServerConfig;
@@ -40,9 +41,14 @@ const pool = new pg.Pool({
   application_name: backendName(config.spec.name),
 });
 pool.on('error', () => {});
-const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
 const redis = new RedisCounter();
-const router = await buildRouter(config, db, pool, redis);
+// A dialect server (the dialects scenario over HTTP) leaves the pg pool unused: it connects on first use only.
+const db = config.dialect
+  ? await openDialectDb(config.dialect, config.poolMax)
+  : new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+const router = config.dialect
+  ? await buildDialectRouter(config, config.dialect, db)
+  : await buildRouter(config, db, pool, redis);
 
 // Unexpected server errors (5xx) are printed once per distinct message: a benchmark must say why requests failed.
 const seen = new Set<string>();

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import type { ServerConfig } from '../contenders/contender-spec.ts';
 import type { RedisCounter } from '../contenders/redis-counter.ts';
+import { type DialectRemote, dialectLight, dialectPayment } from '../scenarios/dialects.ts';
 import { type BenchDB, lightHandler, paymentHandler } from './handlers.ts';
 import { type BenchContext, idempotencyKeyOf } from './headers.ts';
 import { type BenchMiddleware, t } from './trpc.ts';
@@ -46,5 +47,23 @@ export async function buildRouter(config: ServerConfig, db: Kysely<BenchDB>, poo
       .input(paymentInput)
       .mutation(({ ctx, input }) => paymentHandler(dbOf(ctx), input, idempotencyKeyOf(ctx as BenchContext))),
     noop: t.procedure.mutation(() => ({ ok: true })),
+  });
+}
+
+/**
+ * The dialects scenario's handlers (its own tables, the SQL each dialect accepts) over HTTP: plain, or behind
+ * ours in transaction mode on the same database. The body is ignored, as the in-process cells take no input.
+ */
+export async function buildDialectRouter(config: ServerConfig, dialect: DialectRemote, db: Kysely<any>) {
+  const guard =
+    config.spec.kind === 'ours'
+      ? await (await import('../contenders/ours.ts')).oursMiddleware(config.spec, db, undefined)
+      : undefined;
+  const guarded = guard ? t.procedure.use(guard) : t.procedure;
+  const dbOf = (ctx: unknown): Kysely<any> => (ctx as { idempotency?: { db: Kysely<any> } }).idempotency?.db ?? db;
+  const ref = (ctx: unknown) => idempotencyKeyOf(ctx as BenchContext) ?? null;
+  return t.router({
+    light: guarded.mutation(({ ctx }) => dialectLight(dbOf(ctx), ref(ctx)).then(() => ({ ok: true }))),
+    payment: guarded.mutation(({ ctx }) => dialectPayment(dbOf(ctx), dialect.flavour, ref(ctx))),
   });
 }
