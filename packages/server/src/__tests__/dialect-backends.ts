@@ -1,5 +1,6 @@
 import { createMariaDbDatabase, createSqliteFile } from '@trpc-idempotency/test-db';
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type Logger, sql } from 'kysely';
+import type { Pool } from 'pg';
 import { type AppDB, type Backend, openBackend } from './harness.js';
 
 /** The core suite runs on every dialect: Postgres three ways, MariaDB, SQLite through better-sqlite3 and libSQL. */
@@ -7,8 +8,13 @@ export const DIALECT_BACKENDS = ['pg-fast', 'pg-general', 'pglite', 'mariadb', '
 export type DialectBackendName = (typeof DIALECT_BACKENDS)[number];
 
 /** A backend plus the dialect's SQL for what the tests write by hand. */
-export interface DialectBackend extends Omit<Backend, 'name' | 'newPool' | 'url'> {
+export interface DialectBackend extends Omit<Backend, 'name' | 'newPool' | 'url' | 'another'> {
   name: DialectBackendName;
+  /**
+   * Another "server instance" on the same database. `log` (SQLite only): Kysely's log of its statements, to see it
+   * wait for the write lock, which no other connection can (lockWaiters()).
+   */
+  another(log?: Logger): { db: Kysely<AppDB>; pool: Pool | undefined };
   dialect: 'postgres' | 'mysql' | 'sqlite';
   /** An expression for the database clock `offsetMs` from now, in the table's time type. */
   at(offsetMs: number): string;
@@ -33,6 +39,7 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
       ...pg,
       name,
       dialect: 'postgres',
+      another: (log) => (log ? sqliteOnly() : pg.another()),
       at: (ms) => `clock_timestamp() + ${ms} * interval '1 millisecond'`,
       text: (v) => `'${v.replaceAll("'", "''")}'`,
       idleInTransaction: async () =>
@@ -67,7 +74,7 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
       dialect: 'mysql',
       db: m.db as Kysely<AppDB>,
       pool: undefined,
-      another: () => ({ db: m.connect() as Kysely<AppDB>, pool: undefined }),
+      another: (log) => (log ? sqliteOnly() : { db: m.connect() as Kysely<AppDB>, pool: undefined }),
       query: async (text) => (await sql.raw(text).execute(m.db)).rows as never,
       close: () => m.drop(),
       at: (ms) => `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 + ${ms})`,
@@ -94,7 +101,8 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
     };
   }
   const file = await createSqliteFile();
-  const open = () => (name === 'sqlite' ? file.betterSqlite() : file.libsql()) as Kysely<AppDB>;
+  const open = (log?: Logger) =>
+    (name === 'sqlite' ? file.betterSqlite({ log }) : file.libsql({ log })) as Kysely<AppDB>;
   const db = open();
   await sql`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, amount INTEGER NOT NULL, note TEXT)`.execute(
     db,
@@ -105,7 +113,7 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
     db,
     pool: undefined,
     // Another connection to the same file: another "server instance" (a process, as far as SQLite's locks go).
-    another: () => ({ db: open(), pool: undefined }),
+    another: (log) => ({ db: open(log), pool: undefined }),
     query: async (text) => (await sql.raw(text).execute(db)).rows as never,
     close: () => file.drop(),
     at: (ms) => `(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ${ms})`,
@@ -128,4 +136,8 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
     },
     lockWaiters: async () => undefined,
   };
+}
+
+function sqliteOnly(): never {
+  throw new Error('another(log): only SQLite hides a waiting connection; elsewhere lockWaiters() shows it');
 }

@@ -165,7 +165,7 @@ export function makeApp(
  * A lease holder "dies" (pg only): terminates every other session holding an advisory lock in this database, as a
  * crashed server's connections end. Its key's lock is free then, so its claim can be taken over once its lease ran out.
  */
-export async function killLeaseHolders(backend: Backend): Promise<number> {
+export async function killLeaseHolders(backend: Pick<Backend, 'query'>): Promise<number> {
   const rows = await backend.query(`SELECT pg_terminate_backend(pid) FROM pg_locks
     WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`);
