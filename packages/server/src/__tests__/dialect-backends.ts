@@ -80,24 +80,8 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
       at: (ms) => `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 + ${ms})`,
       text: (v) => `'${v.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`,
       // InnoDB's open transactions whose session sits idle ('Sleep'): nothing will ever commit them.
-      idleInTransaction: async () =>
-        Number(
-          (
-            await sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.innodb_trx t
-              JOIN information_schema.processlist p ON p.ID = t.trx_mysql_thread_id
-              WHERE p.DB = database() AND p.COMMAND = 'Sleep' AND t.trx_mysql_thread_id <> connection_id()`.execute(
-              m.db,
-            )
-          ).rows[0]?.n,
-        ),
-      lockWaiters: async () =>
-        Number(
-          (
-            await sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.innodb_trx t
-              JOIN information_schema.processlist p ON p.ID = t.trx_mysql_thread_id
-              WHERE p.DB = database() AND t.trx_state = 'LOCK WAIT'`.execute(m.db)
-          ).rows[0]?.n,
-        ),
+      idleInTransaction: () => countInnodbTransactions(m.db, (trx) => trx.command === 'Sleep'),
+      lockWaiters: () => countInnodbTransactions(m.db, (trx) => trx.lockWait),
     };
   }
   const file = await createSqliteFile();
@@ -136,6 +120,35 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
     },
     lockWaiters: async () => undefined,
   };
+}
+
+/**
+ * Counts the open InnoDB transactions of this database's other connections that `match`. Read from SHOW ENGINE
+ * INNODB STATUS, which lists them as they are: information_schema.innodb_trx is a copy InnoDB refreshes only once
+ * nobody has read it for 100 ms, so a test polling it every 50 ms (expect.poll) keeps reading a stale list — seen
+ * here: a committed transaction still listed after ten reads 50 ms apart, gone after a 200 ms pause.
+ */
+async function countInnodbTransactions(
+  db: Kysely<any>,
+  match: (trx: { command: string; lockWait: boolean }) => boolean,
+): Promise<number> {
+  return db.connection().execute(async (c) => {
+    const { rows: sessions } = await sql<{ ID: unknown; COMMAND: string }>`SELECT ID, COMMAND
+      FROM information_schema.processlist WHERE DB = database() AND ID <> connection_id()`.execute(c);
+    const commandOf = new Map(sessions.map((s) => [Number(s.ID), s.COMMAND]));
+    const { rows } = await sql<{ Status: string }>`SHOW ENGINE INNODB STATUS`.execute(c);
+    let count = 0;
+    // Each "---TRANSACTION <id>, ACTIVE …" block names its session ("MariaDB thread id N"; MySQL: "MySQL thread
+    // id N") and, while it waits for a lock, says "LOCK WAIT". Sessions without a transaction are "not started".
+    for (const block of String(rows[0]?.Status ?? '')
+      .split('\n---TRANSACTION ')
+      .slice(1)) {
+      if (!/^\S+, ACTIVE/.test(block)) continue;
+      const command = commandOf.get(Number(/ thread id (\d+)/.exec(block)?.[1]));
+      if (command !== undefined && match({ command, lockWait: /\nLOCK WAIT /.test(block) })) count++;
+    }
+    return count;
+  });
 }
 
 function sqliteOnly(): never {
