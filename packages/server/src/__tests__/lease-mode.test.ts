@@ -159,6 +159,8 @@ describe.each(DIALECT_BACKENDS)('lease mode on %s', (name) => {
     app.control.throwAfterWrite = () => new TRPCError({ code: 'BAD_GATEWAY', message: 'provider down' });
     await failure(app.caller(key, 'lease-5xx').payments.create({ amount: 3 }));
     expect(await keyRow(backend, key)).toBeUndefined();
+    // Nor is a connection left holding the rolled-back transaction (SQLite: its write lock).
+    await expect.poll(() => backend.idleInTransaction()).toBe(0);
     expect(await paymentsOf(backend, 'lease-5xx')).toEqual([]);
     app.control.throwAfterWrite = undefined;
     await app.caller(key, 'lease-5xx').payments.create({ amount: 3 });
@@ -211,6 +213,7 @@ describe.each(DIALECT_BACKENDS)('lease mode on %s', (name) => {
     app.control.result = () => 'y'.repeat(100);
     await expectReason(app.caller(key, 'lease-big').payments.create({ amount: 1 }), 'response_too_large');
     expect(await keyRow(backend, key)).toBeUndefined();
+    await expect.poll(() => backend.idleInTransaction()).toBe(0);
     expect(await paymentsOf(backend, 'lease-big')).toEqual([]);
   });
 });

@@ -111,6 +111,8 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
     expect(error.message).toBe('boom');
     // The ROLLBACK is not awaited by the failed call.
     await expect.poll(() => keyRow(backend, key)).toBeUndefined();
+    // Nor is a connection left holding the rolled-back transaction (SQLite: its write lock).
+    await expect.poll(() => backend.idleInTransaction()).toBe(0);
     expect(await payments('fail5xx')).toBe(0);
     app.control.throwAfterWrite = undefined;
     await app.caller(key, 'fail5xx').payments.create({ amount: 3 });
@@ -127,6 +129,7 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
     const error = await failure(app.caller(key, 'unknown').payments.create({ amount: 3 }));
     expect(error.code).toBe('INTERNAL_SERVER_ERROR');
     await expect.poll(() => keyRow(backend, key)).toBeUndefined();
+    await expect.poll(() => backend.idleInTransaction()).toBe(0);
   });
 
   it('stores a deterministic error without the handler writes and replays it', async () => {
@@ -293,6 +296,7 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
     );
     expect(await payments('big')).toBe(0);
     expect(await keyRow(backend, key)).toBeUndefined();
+    await expect.poll(() => backend.idleInTransaction()).toBe(0);
   });
 
   it('replays Date, Map and undefined outputs as they were with the default serializer', async () => {
