@@ -11,8 +11,9 @@ export type DialectBackendName = (typeof DIALECT_BACKENDS)[number];
 export interface DialectBackend extends Omit<Backend, 'name' | 'newPool' | 'url' | 'another'> {
   name: DialectBackendName;
   /**
-   * Another "server instance" on the same database. `log` (SQLite only): Kysely's log of its statements, to see it
-   * wait for the write lock, which no other connection can (lockWaiters()).
+   * Another "server instance" on the same database. `log`: its Kysely's log, to watch what that instance does
+   * (on SQLite, to see it wait for the write lock, which no other connection can). The pg fast path's own statements
+   * go through `pool`, not Kysely.
    */
   another(log?: Logger): { db: Kysely<AppDB>; pool: Pool | undefined };
   dialect: 'postgres' | 'mysql' | 'sqlite';
@@ -39,7 +40,6 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
       ...pg,
       name,
       dialect: 'postgres',
-      another: (log) => (log ? sqliteOnly() : pg.another()),
       at: (ms) => `clock_timestamp() + ${ms} * interval '1 millisecond'`,
       text: (v) => `'${v.replaceAll("'", "''")}'`,
       idleInTransaction: async () =>
@@ -74,7 +74,7 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
       dialect: 'mysql',
       db: m.db as Kysely<AppDB>,
       pool: undefined,
-      another: (log) => (log ? sqliteOnly() : { db: m.connect() as Kysely<AppDB>, pool: undefined }),
+      another: (log) => ({ db: m.connect({ log }) as Kysely<AppDB>, pool: undefined }),
       query: async (text) => (await sql.raw(text).execute(m.db)).rows as never,
       close: () => m.drop(),
       at: (ms) => `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 + ${ms})`,
@@ -149,8 +149,4 @@ async function countInnodbTransactions(
     }
     return count;
   });
-}
-
-function sqliteOnly(): never {
-  throw new Error('another(log): only SQLite hides a waiting connection; elsewhere lockWaiters() shows it');
 }

@@ -57,20 +57,35 @@ export async function killLeaseHolder(backend: DialectBackend, owner: { scope: s
 }
 
 /**
- * Another server instance, and whether a call has been seen waiting for a lock another connection holds: a lock
- * waiter on Postgres and MariaDB (lockWaiters(), database-wide: a test has one waiter at a time); on SQLite one of
- * this instance's tries of BEGIN IMMEDIATE that found the write lock held — such a waiter retries in its own process,
- * invisible to every other connection.
+ * Another server instance, watched:
+ * - `seenWaiting()`: a call has been seen waiting for a lock another connection holds — a lock waiter on Postgres and
+ *   MariaDB (lockWaiters(), database-wide: a test has one waiter at a time); on SQLite one of this instance's tries
+ *   of BEGIN IMMEDIATE that found the write lock held (such a waiter retries in its own process, invisible to every
+ *   other connection);
+ * - `statements()`: how many of its statements on the keys table have completed (its claims and reads of rows).
  */
 export function watchedInstance(backend: DialectBackend) {
   let busyTries = 0;
-  const instance =
-    backend.dialect === 'sqlite'
-      ? backend.another((e) => {
-          if (e.level === 'error' && e.query.sql === 'BEGIN IMMEDIATE' && isSqliteBusy(e.error)) busyTries++;
-        })
-      : backend.another();
+  let statements = 0;
+  const onKeys = (text: string) => text.includes('idempotency_keys');
+  const instance = backend.another((e) => {
+    if (e.level === 'query' && onKeys(e.query.sql)) statements++;
+    if (e.level === 'error' && e.query.sql === 'BEGIN IMMEDIATE' && isSqliteBusy(e.error)) busyTries++;
+  });
+  // The pg fast path runs its statements on clients of `pool`, past Kysely's log.
+  instance.pool?.on('connect', (client) => {
+    const query = client.query.bind(client) as (text: unknown) => Promise<unknown>;
+    client.query = ((text: unknown, ...rest: unknown[]) => {
+      const sent = (query as (...args: unknown[]) => Promise<unknown>)(text, ...rest);
+      if (typeof text === 'string' && onKeys(text) && sent instanceof Promise)
+        void sent.then(
+          () => statements++,
+          () => {},
+        );
+      return sent;
+    }) as typeof client.query;
+  });
   const seenWaiting = async () =>
     backend.dialect === 'sqlite' ? busyTries > 0 : ((await backend.lockWaiters()) ?? 0) > 0;
-  return { ...instance, seenWaiting };
+  return { ...instance, seenWaiting, statements: () => statements };
 }

@@ -1,7 +1,7 @@
 import { PGlite } from '@electric-sql/pglite';
 import { initTRPC } from '@trpc/server';
 import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
-import { type Generated, Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
+import { type Generated, Kysely, type Logger, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { z } from 'zod';
@@ -27,8 +27,11 @@ export interface Backend {
   url: string;
   db: Kysely<AppDB>;
   pool: pg.Pool | undefined;
-  /** Another "server instance" on the same database (pg only): its own Kysely and pool. */
-  another(): { db: Kysely<AppDB>; pool: pg.Pool | undefined };
+  /**
+   * Another "server instance" on the same database (pg only): its own Kysely and pool. `log`: its Kysely's (the
+   * fast path's own statements go through `pool`, not Kysely).
+   */
+  another(log?: Logger): { db: Kysely<AppDB>; pool: pg.Pool | undefined };
   /** A new raw `pg` pool on this database (pg only; closed by `close()`). */
   newPool(): pg.Pool;
   /** Runs SQL for assertions, outside the middleware. */
@@ -58,13 +61,13 @@ export async function openBackend(name: BackendName): Promise<Backend> {
   const tdb: TestDatabase = await createTestDatabase(inject('pgAdminUrl'));
   // Small pools: every helper's suites share one Postgres (max_connections 100), and each test may open
   // "another instance".
-  const make = () => {
+  const make = (log?: Logger) => {
     const pool = new pg.Pool({ connectionString: tdb.url, max: 4 });
     pool.on('error', () => {});
     // A checked-out client whose backend is terminated (killLeaseHolders) reports it as an 'error' event: without a
     // listener Node would crash (pg-pool listens only to idle clients; on the Kysely path nobody else does).
     pool.on('connect', (client) => client.on('error', () => {}));
-    const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool }) });
+    const db = new Kysely<AppDB>({ log, dialect: new PostgresDialect({ pool }) });
     return { db, pool };
   };
   const main = make();
@@ -76,8 +79,8 @@ export async function openBackend(name: BackendName): Promise<Backend> {
     url: tdb.url,
     db: main.db,
     pool: name === 'pg-fast' ? main.pool : undefined,
-    another: () => {
-      const other = make();
+    another: (log) => {
+      const other = make(log);
       extra.push(other.db);
       return { db: other.db, pool: name === 'pg-fast' ? other.pool : undefined };
     },

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprint } from '../fingerprint/fingerprint.js';
 import { makeDialectApp } from './dialect-app.js';
 import { DIALECT_BACKENDS, type DialectBackend, openDialectBackend } from './dialect-backends.js';
-import { insertKeyRow, keyColumn, keyRow, killLeaseHolder, paymentsOf } from './dialect-rows.js';
+import { insertKeyRow, keyColumn, keyRow, killLeaseHolder, paymentsOf, watchedInstance } from './dialect-rows.js';
 import { expectReason, failure } from './expectations.js';
 import { deferred, sleep, until } from './harness.js';
 
@@ -63,7 +63,8 @@ describe.each(DIALECT_BACKENDS)('lease mode on %s', (name) => {
     'makes another instance poll a live lease until the original completes, then replay',
     async () => {
       const a = makeDialectApp(backend, { mode: 'lease' });
-      const b = makeDialectApp(backend.another(), { mode: 'lease', wait: 5000 });
+      const watched = watchedInstance(backend);
+      const b = makeDialectApp(watched, { mode: 'lease', wait: 5000 });
       const key = newKey();
       const gate = deferred();
       a.control.gate = gate.promise;
@@ -74,9 +75,12 @@ describe.each(DIALECT_BACKENDS)('lease mode on %s', (name) => {
       void duplicate.finally(() => {
         settled = true;
       });
-      await sleep(400);
-      // Neither replayed nor 409: it is polling the live lease (SQLite: waiting for the write lock, which the holder's
-      // transaction holds).
+      // The duplicate has looked at the key while the original runs: its claim and its read of the row have
+      // completed (SQLite: it tried for the write lock, which the holder's transaction holds).
+      const looked = async () => (sqlite ? watched.seenWaiting() : watched.statements() >= 2);
+      await expect.poll(looked, { timeout: 10_000 }).toBe(true);
+      // Some looks later it has neither replayed nor answered 409: it polls the live lease (SQLite: waits for the lock).
+      await sleep(100);
       expect(settled).toBe(false);
       gate.resolve();
       expect(await duplicate).toEqual(await original);
