@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { Kysely, MysqlDialect } from 'kysely';
+import { Kysely, type KyselyConfig, MysqlDialect } from 'kysely';
 import { createPool, type Pool } from 'mysql2';
 
 /** The MariaDB / MySQL server the tests use: `MYSQL_URL`, else the local MariaDB (root, no password). */
@@ -11,8 +11,11 @@ export interface MariaDbDatabase {
   url: string;
   /** A Kysely on a mysql2 pool of that database; destroyed by `drop()`. */
   db: Kysely<any>;
-  /** Opens another Kysely on this database (another "server instance"); destroyed by `drop()`. */
-  connect(opts?: { max?: number }): Kysely<any>;
+  /**
+   * Opens another Kysely on this database (another "server instance"); destroyed by `drop()`. `log`: Kysely's, to
+   * watch that instance's statements.
+   */
+  connect(opts?: { max?: number } & Pick<KyselyConfig, 'log'>): Kysely<any>;
   /** A new Kysely dialect on this database, for a test that wraps it (its Kysely is the caller's to destroy). */
   dialect(opts?: { max?: number }): MysqlDialect;
   /** Closes every connection and drops the database. */
@@ -37,8 +40,8 @@ export async function createMariaDbDatabase(opts: { max?: number } = {}): Promis
   url.pathname = `/${name}`;
   const dbUrl = url.toString();
   const opened: Kysely<any>[] = [];
-  const connect = (o: { max?: number } = {}) => {
-    const k = new Kysely<any>({ dialect: new MysqlDialect({ pool: pool(dbUrl, o.max ?? 10) }) });
+  const connect = (o: { max?: number } & Pick<KyselyConfig, 'log'> = {}) => {
+    const k = new Kysely<any>({ log: o.log, dialect: new MysqlDialect({ pool: pool(dbUrl, o.max ?? 10) }) });
     opened.push(k);
     return k;
   };

@@ -3,16 +3,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LibsqlDialect } from '@libsql/kysely-libsql';
 import Database from 'better-sqlite3';
-import { Kysely, SqliteDialect } from 'kysely';
+import { Kysely, type KyselyConfig, SqliteDialect } from 'kysely';
 
 /** A SQLite file of its own for one test file (WAL, so processes and connections can share it). */
 export interface SqliteFile {
   /** Path of the database file. */
   path: string;
-  /** Opens a Kysely on the file through better-sqlite3 (`SqliteDialect`); destroyed by `drop()`. */
-  betterSqlite(): Kysely<any>;
-  /** Opens a Kysely on the file through libSQL (`@libsql/kysely-libsql`); destroyed by `drop()`. */
-  libsql(): Kysely<any>;
+  /**
+   * Opens a Kysely on the file through better-sqlite3 (`SqliteDialect`); destroyed by `drop()`. `log`: Kysely's, to
+   * watch this connection's statements (another connection cannot see it wait for the write lock).
+   */
+  betterSqlite(opts?: Pick<KyselyConfig, 'log'>): Kysely<any>;
+  /** Opens a Kysely on the file through libSQL (`@libsql/kysely-libsql`); destroyed by `drop()`. `log` as above. */
+  libsql(opts?: Pick<KyselyConfig, 'log'>): Kysely<any>;
   /** Closes every connection and deletes the file. */
   drop(): Promise<void>;
 }
@@ -26,13 +29,13 @@ export async function createSqliteFile(): Promise<SqliteFile> {
   const opened: Kysely<any>[] = [];
   return {
     path,
-    betterSqlite() {
-      const k = new Kysely<any>({ dialect: new SqliteDialect({ database: new Database(path) }) });
+    betterSqlite(opts = {}) {
+      const k = new Kysely<any>({ ...opts, dialect: new SqliteDialect({ database: new Database(path) }) });
       opened.push(k);
       return k;
     },
-    libsql() {
-      const k = new Kysely<any>({ dialect: new LibsqlDialect({ url: `file:${path}` }) });
+    libsql(opts = {}) {
+      const k = new Kysely<any>({ ...opts, dialect: new LibsqlDialect({ url: `file:${path}` }) });
       opened.push(k);
       return k;
     },

@@ -1,5 +1,6 @@
 import { createMariaDbDatabase, createSqliteFile } from '@trpc-idempotency/test-db';
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type Logger, sql } from 'kysely';
+import type { Pool } from 'pg';
 import { MysqlStatements } from '../store/dialects/mysql/mysql-statements.js';
 import { parseTableName } from '../store/table-name.js';
 import { type AppDB, type Backend, killLeaseHolders, openBackend, PG_POOL_SIZE } from './harness.js';
@@ -12,8 +13,14 @@ export const DIALECT_BACKENDS = ['pg-fast', 'pg-general', 'pglite', 'mariadb', '
 export type DialectBackendName = (typeof DIALECT_BACKENDS)[number];
 
 /** A backend plus the dialect's SQL for what the tests write by hand. */
-export interface DialectBackend extends Omit<Backend, 'name' | 'newPool' | 'url'> {
+export interface DialectBackend extends Omit<Backend, 'name' | 'newPool' | 'url' | 'another'> {
   name: DialectBackendName;
+  /**
+   * Another "server instance" on the same database. `log`: its Kysely's log, to watch what that instance does
+   * (on SQLite, to see it wait for the write lock, which no other connection can). The pg fast path's own statements
+   * go through `pool`, not Kysely. `max`: its pool's connections (pg, MariaDB).
+   */
+  another(opts?: { max?: number; log?: Logger }): { db: Kysely<AppDB>; pool: Pool | undefined };
   dialect: 'postgres' | 'mysql' | 'sqlite';
   /** An expression for the database clock `offsetMs` from now, in the table's time type. */
   at(offsetMs: number): string;
@@ -107,24 +114,8 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
       keyColumn: '`key`',
       connections: MARIADB_POOL_SIZE,
       // InnoDB's open transactions whose session sits idle ('Sleep'): nothing will ever commit them.
-      idleInTransaction: async () =>
-        Number(
-          (
-            await sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.innodb_trx t
-              JOIN information_schema.processlist p ON p.ID = t.trx_mysql_thread_id
-              WHERE p.DB = database() AND p.COMMAND = 'Sleep' AND t.trx_mysql_thread_id <> connection_id()`.execute(
-              m.db,
-            )
-          ).rows[0]?.n,
-        ),
-      lockWaiters: async () =>
-        Number(
-          (
-            await sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.innodb_trx t
-              JOIN information_schema.processlist p ON p.ID = t.trx_mysql_thread_id
-              WHERE p.DB = database() AND t.trx_state = 'LOCK WAIT'`.execute(m.db)
-          ).rows[0]?.n,
-        ),
+      idleInTransaction: () => countInnodbTransactions(m.db, (trx) => trx.command === 'Sleep'),
+      lockWaiters: () => countInnodbTransactions(m.db, (trx) => trx.lockWait),
       // The key's named lock (GET_LOCK) is held by the holder's connection: KILL that connection.
       killLeaseHolder: async (scope, key) => {
         const lock = new MysqlStatements(parseTableName('idempotency_keys'), { mariadb: true }).leaseLockName({
@@ -138,7 +129,8 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
     };
   }
   const file = await createSqliteFile();
-  const open = () => (name === 'sqlite' ? file.betterSqlite() : file.libsql()) as Kysely<AppDB>;
+  const open = (log?: Logger) =>
+    (name === 'sqlite' ? file.betterSqlite({ log }) : file.libsql({ log })) as Kysely<AppDB>;
   const db = open();
   await sql`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, amount INTEGER NOT NULL, note TEXT)`.execute(
     db,
@@ -149,7 +141,7 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
     db,
     pool: undefined,
     // Another connection to the same file: another "server instance" (a process, as far as SQLite's locks go).
-    another: () => ({ db: open(), pool: undefined }),
+    another: (opts) => ({ db: open(opts?.log), pool: undefined }),
     query: async (text) => (await sql.raw(text).execute(db)).rows as never,
     close: () => file.drop(),
     at: (ms) => `(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) + ${ms})`,
@@ -207,4 +199,33 @@ export async function insertKeyRows(backend: DialectBackend, rows: readonly KeyR
 /** A text column's value as a string: MySQL hands its binary columns back as bytes. */
 export function columnText(value: unknown): unknown {
   return value instanceof Uint8Array ? Buffer.from(value).toString('utf8') : value;
+}
+
+/**
+ * Counts the open InnoDB transactions of this database's other connections that `match`. Read from SHOW ENGINE
+ * INNODB STATUS, which lists them as they are: information_schema.innodb_trx is a copy InnoDB refreshes only once
+ * nobody has read it for 100 ms, so a test polling it every 50 ms (expect.poll) keeps reading a stale list — seen
+ * here: a committed transaction still listed after ten reads 50 ms apart, gone after a 200 ms pause.
+ */
+async function countInnodbTransactions(
+  db: Kysely<any>,
+  match: (trx: { command: string; lockWait: boolean }) => boolean,
+): Promise<number> {
+  return db.connection().execute(async (c) => {
+    const { rows: sessions } = await sql<{ ID: unknown; COMMAND: string }>`SELECT ID, COMMAND
+      FROM information_schema.processlist WHERE DB = database() AND ID <> connection_id()`.execute(c);
+    const commandOf = new Map(sessions.map((s) => [Number(s.ID), s.COMMAND]));
+    const { rows } = await sql<{ Status: string }>`SHOW ENGINE INNODB STATUS`.execute(c);
+    let count = 0;
+    // Each "---TRANSACTION <id>, ACTIVE …" block names its session ("MariaDB thread id N"; MySQL: "MySQL thread
+    // id N") and, while it waits for a lock, says "LOCK WAIT". Sessions without a transaction are "not started".
+    for (const block of String(rows[0]?.Status ?? '')
+      .split('\n---TRANSACTION ')
+      .slice(1)) {
+      if (!/^\S+, ACTIVE/.test(block)) continue;
+      const command = commandOf.get(Number(/ thread id (\d+)/.exec(block)?.[1]));
+      if (command !== undefined && match({ command, lockWait: /\nLOCK WAIT /.test(block) })) count++;
+    }
+    return count;
+  });
 }

@@ -1,7 +1,7 @@
 import { PGlite } from '@electric-sql/pglite';
 import { initTRPC } from '@trpc/server';
 import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db';
-import { type Generated, Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
+import { type Generated, Kysely, type Logger, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { z } from 'zod';
@@ -27,8 +27,11 @@ export interface Backend {
   url: string;
   db: Kysely<AppDB>;
   pool: pg.Pool | undefined;
-  /** Another "server instance" on the same database (pg only): its own Kysely and pool (`max` connections, 4). */
-  another(opts?: { max?: number }): { db: Kysely<AppDB>; pool: pg.Pool | undefined };
+  /**
+   * Another "server instance" on the same database (pg only): its own Kysely and pool (`max` connections, 4). `log`:
+   * its Kysely's (the fast path's own statements go through `pool`, not Kysely).
+   */
+  another(opts?: { max?: number; log?: Logger }): { db: Kysely<AppDB>; pool: pg.Pool | undefined };
   /** A new raw `pg` pool on this database (pg only; closed by `close()`). */
   newPool(): pg.Pool;
   /** Runs SQL for assertions, outside the middleware. */
@@ -61,13 +64,13 @@ export async function openBackend(name: BackendName): Promise<Backend> {
   const tdb: TestDatabase = await createTestDatabase(inject('pgAdminUrl'));
   // Small pools: every helper's suites share one Postgres (max_connections 100), and each test may open
   // "another instance".
-  const make = (max = PG_POOL_SIZE) => {
+  const make = (max = PG_POOL_SIZE, log?: Logger) => {
     const pool = new pg.Pool({ connectionString: tdb.url, max });
     pool.on('error', () => {});
     // A checked-out client whose backend is terminated (killLeaseHolders) reports it as an 'error' event: without a
     // listener Node would crash (pg-pool listens only to idle clients; on the Kysely path nobody else does).
     pool.on('connect', (client) => client.on('error', () => {}));
-    const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool }) });
+    const db = new Kysely<AppDB>({ log, dialect: new PostgresDialect({ pool }) });
     return { db, pool };
   };
   const main = make();
@@ -80,7 +83,7 @@ export async function openBackend(name: BackendName): Promise<Backend> {
     db: main.db,
     pool: name === 'pg-fast' ? main.pool : undefined,
     another: (opts = {}) => {
-      const other = make(opts.max);
+      const other = make(opts.max, opts.log);
       extra.push(other.db);
       return { db: other.db, pool: name === 'pg-fast' ? other.pool : undefined };
     },
@@ -168,7 +171,7 @@ export function makeApp(
  * A lease holder "dies" (pg only): terminates every other session holding an advisory lock in this database, as a
  * crashed server's connections end. Its key's lock is free then, so its claim can be taken over once its lease ran out.
  */
-export async function killLeaseHolders(backend: Backend): Promise<number> {
+export async function killLeaseHolders(backend: Pick<Backend, 'query'>): Promise<number> {
   const rows = await backend.query(`SELECT pg_terminate_backend(pid) FROM pg_locks
     WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`);
