@@ -69,10 +69,11 @@ export async function startEmbeddedPostgres(): Promise<EmbeddedPostgres> {
   // on the embedded fallback passed with failing tests. Its 'exit' listener goes too: without the first, it would
   // run the package's asynchronous shutdown where none can run and crash a passing run. Signals keep their hooks;
   // every caller stops its server itself (the global setup's teardown, the tests' afterAll).
-  for (const event of ['beforeExit', 'exit'] as const) {
-    for (const hook of process.listeners(event)) {
-      if (!before[event].includes(hook)) process.off(event, hook);
-    }
+  for (const hook of process.listeners('beforeExit')) {
+    if (!before.beforeExit.includes(hook)) process.off('beforeExit', hook);
+  }
+  for (const hook of process.listeners('exit')) {
+    if (!before.exit.includes(hook)) process.off('exit', hook);
   }
   const asRoot = process.getuid?.() === 0;
   if (asRoot) await letOthersReachBinaries();
