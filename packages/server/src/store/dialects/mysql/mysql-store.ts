@@ -111,7 +111,11 @@ export class MysqlStore extends ConnectionStore {
   ): Promise<{ session: Session; rows: Row[][] }> {
     return this.#open(async (session, held, committed) => {
       const claimed = (await session.run([statement]))[0] ?? [];
-      if (claimed.length === 0) return [claimed];
+      if (claimed.length === 0) {
+        // Lost: the session serves to read the row, in autocommit like the claim, and ends without a ROLLBACK.
+        session.noTransaction();
+        return [claimed];
+      }
       committed();
       await startReadCommitted(held);
       return [claimed, ...(await session.run(after))];
