@@ -144,11 +144,10 @@ describe('round trips per call on MariaDB', () => {
     }
   }
 
-  it('lease mode: 6 of ours on a first execution (the claim holds the key lock: no lock check, no ownership read)', async () => {
+  it('lease mode: 5 of ours on a first execution (the claim holds the key lock: no lock check, no ownership read)', async () => {
     expect(await statementsOf('lease', 'rt-lease')).toEqual([
       'INSERT', // the claim, with its GET_LOCK
-      'SET',
-      'START',
+      'START', // at the app's isolation level: no SET TRANSACTION
       'INSERT', // the handler's
       'UPDATE', // the result, fenced by the token
       'COMMIT',
@@ -162,10 +161,9 @@ describe('round trips per call on MariaDB', () => {
     ]);
   });
 
-  it('transaction mode: 6 of ours on a first execution, 5 on a replay from the database', async () => {
+  it('transaction mode: 5 of ours on a first execution, 4 on a replay from the database', async () => {
     expect(await statementsOf('transaction', 'rt-tx')).toEqual([
-      'SET',
-      'START',
+      'START', // at the app's isolation level: no SET TRANSACTION
       'INSERT', // the claim
       'SAVEPOINT',
       'INSERT', // the handler's
@@ -173,10 +171,9 @@ describe('round trips per call on MariaDB', () => {
       'COMMIT',
     ]);
     expect(await statementsOf('transaction', 'rt-tx', { cache: false })).toEqual([
-      'SET',
       'START',
       'INSERT',
-      'SELECT T.STATUS',
+      'SELECT T.STATUS', // the first consistent read of its transaction: a snapshot taken after the claim
       'ROLLBACK',
     ]);
   });

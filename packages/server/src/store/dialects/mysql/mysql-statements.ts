@@ -155,7 +155,11 @@ WHERE ${this.#where('k', v)} AND CASE WHEN k.status = 'in_progress'
     };
   }
 
-  /** A plain read: under READ COMMITTED it sees what the original committed, even after our claim waited. */
+  /**
+   * A plain read. In transaction mode it is its transaction's first consistent read (the claim before it, an INSERT or
+   * a takeover's UPDATE, takes no snapshot), so its snapshot is taken now, after our claim waited: it sees what the
+   * original committed, also under REPEATABLE READ. Lease mode reads in autocommit.
+   */
   select(r: RowKey): Step {
     return plain(`SELECT t.status, t.fingerprint, t.path, t.response, t.token,
   GREATEST(0, t.expires_at - ${NOW_MS}) AS expires_in_ms,
@@ -204,11 +208,12 @@ WHERE ${this.#owner('k', o, !o.locked)}${o.locked ? ` AND ${lockHeld}` : ''}`,
   }
 
   /**
-   * First in the holder's handler transaction: takes the key's lease lock if `token` owns the row, then reads (a
-   * fresh READ COMMITTED snapshot, after the lock) whether it still does. MySQL has no transaction-scoped advisory
-   * lock: this is a named lock (GET_LOCK), which belongs to the connection's session, so a crashed holder's lock
-   * goes with its connection, and which the connection's release step frees when the transaction ends, however it
-   * ends, before the connection goes back to the pool (ConnectionSession). While it is held, `takeOverLease` never
+   * Right before the holder's handler transaction, on its connection, in autocommit (MysqlStore.commitThenBegin):
+   * takes the key's lease lock if `token` owns the row, then reads (a statement of its own, so a fresh snapshot after
+   * the lock at any isolation level) whether it still does. MySQL has no transaction-scoped advisory lock: this is a
+   * named lock (GET_LOCK), which belongs to the connection's session, so a crashed holder's lock goes with its
+   * connection, and which the connection's release step frees when the transaction ends, however it ends, before the
+   * connection goes back to the pool (ConnectionSession). While it is held, `takeOverLease` never
    * takes the claim over, whatever the renewals do. The second step's rows are empty when another call took the key
    * over before the lock was held (or the lock stayed busy): the handler must not run.
    *
