@@ -152,6 +152,94 @@ describe('lease liveness on mariadb', () => {
     expect((await paymentsOf('storm')).sort((p, q) => p - q)).toEqual(keys.map((_, i) => i + 1));
   });
 
+  /**
+   * What the statements between a lease claim and its handler guarantee. A claim that inserted its row took the key's
+   * lock in that INSERT (`WHERE GET_LOCK(…, 0) = 1`) on the connection its handler then runs on: the lock is held from
+   * the claim on, so no takeover can come between. A takeover of an expired *completed* row takes no lock in its
+   * UPDATE (only an in_progress row's takeover tries it): there the handler's lock check takes it, and the ownership
+   * read after it tells whether the key was taken over while that check waited for the lock.
+   */
+  describe('between the claim and the handler', () => {
+    /** Runs `key` once with a short ttl, then waits (polling the row) until it has expired: a takeover comes next. */
+    const expiredDoneRow = async (key: string, userId: string) => {
+      const first = makeDialectApp({ db: m.db as Kysely<AppDB> }, { mode: 'lease', ttl: 100, cache: false });
+      await first.caller(key, userId).payments.create({ amount: 1 });
+      await expect
+        .poll(async () => Number((await sql.raw<{ n: number }>(expiredCount(key)).execute(m.db)).rows[0]?.n))
+        .toBe(1);
+    };
+    const expiredCount = (key: string) =>
+      `SELECT count(*) AS n FROM idempotency_keys WHERE \`key\` = '${key}' AND status = 'done'
+        AND expires_at <= (TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)`;
+
+    /** Runs `key` on an instance of one connection, held at the gate: that connection must hold the key's lock. */
+    const expectHandlerHoldsLock = async (key: string, userId: string) => {
+      const dbA = m.connect({ max: 1 }) as Kysely<AppDB>;
+      const a = makeDialectApp({ db: dbA }, { mode: 'lease', lease: 300, cache: false });
+      const holder = await connectionId(dbA);
+      const gate = deferred();
+      a.control.gate = gate.promise;
+      const call = a.caller(key, userId).payments.create({ amount: 2 });
+      await until(() => a.control.atGate === 1);
+      expect(a.control.takeovers).toEqual([false]);
+      // Without the lock a live holder whose renewals are starved (pool of 1) would be taken over once its lease ran
+      // out.
+      expect(await lockHolder(key, userId)).toBe(holder);
+      gate.resolve();
+      await call;
+      expect(await leakedLocks(dbA)).toBe(0);
+    };
+
+    it('a claim that inserted its row holds the key lock from its INSERT: the handler runs holding it', async () => {
+      await expectHandlerHoldsLock(newKey(), 'claim-lock');
+    });
+
+    it('a takeover of an expired completed row takes the key lock before its handler runs (its UPDATE took none)', async () => {
+      const key = newKey();
+      await expiredDoneRow(key, 'done-takeover');
+      await expectHandlerHoldsLock(key, 'done-takeover');
+    });
+
+    it('a takeover whose lock check waited while another call took the key over never runs its handler', async () => {
+      const key = newKey();
+      await expiredDoneRow(key, 'late-lock');
+      // Another connection holds the key's lock (as a taker or a finishing owner does for a moment).
+      const other = m.connect({ max: 1 });
+      const name = statements.leaseLockName({ scope: 'user:late-lock', key });
+      expect(Number((await sql.raw<{ l: number }>(`SELECT GET_LOCK(${name}, 0) AS l`).execute(other)).rows[0]?.l)).toBe(
+        1,
+      );
+      const t = makeDialectApp({ db: m.connect({ max: 2 }) as Kysely<AppDB> }, { mode: 'lease', wait: 1_000 });
+      const call = t.caller(key, 'late-lock').payments.create({ amount: 3 });
+      call.catch(() => {}); // Awaited below.
+      // The takeover of the completed row committed (it needs no lock); its lock check now waits for the lock.
+      await expect
+        .poll(
+          async () =>
+            Number(
+              (
+                await sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.processlist
+                  WHERE DB = database() AND STATE = 'User lock'`.execute(m.db)
+              ).rows[0]?.n,
+            ),
+          { timeout: 10_000 },
+        )
+        .toBe(1);
+      // Meanwhile the key is taken over by someone else, whose lease is live; then the lock is let go.
+      await sql
+        .raw(`UPDATE idempotency_keys SET token = 'someone-else', locked_until = locked_until + 60000
+        WHERE \`key\` = '${key}'`)
+        .execute(m.db);
+      await sql.raw(`SELECT RELEASE_LOCK(${name})`).execute(other);
+      // The ownership read after the lock sees the other owner: this call's handler never runs, it waits as a
+      // duplicate (nobody completes the key) and answers 409.
+      await expectReason(call, 'in_progress', 'CONFLICT');
+      expect(t.control.runs).toBe(0);
+      expect(await paymentsOf('late-lock')).toEqual([1]);
+      await other.destroy();
+    });
+  });
+
   describe('gives the pooled connection back without the lease lock', () => {
     it('after a success (the handler held it while it ran)', async () => {
       const dbA = m.connect({ max: 1 }) as Kysely<AppDB>;

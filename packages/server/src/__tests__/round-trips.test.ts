@@ -1,7 +1,9 @@
-import { Kysely, PostgresDialect } from 'kysely';
+import { createMariaDbDatabase, type MariaDbDatabase } from '@trpc-idempotency/test-db';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PgPoolLike } from '../index.js';
+import { makeDialectApp } from './dialect-app.js';
 import { type AppDB, type Backend, makeApp, openBackend } from './harness.js';
 
 /** Counts every statement text sent through a pool (one `query` call is one round trip). */
@@ -97,5 +99,82 @@ describe('round trips per call', () => {
       'ROLLBACK',
     ]);
     await db.destroy();
+  });
+});
+
+/**
+ * MariaDB: one statement is one round trip (mysql2 sends no batches), counted with Kysely's query log as the README's
+ * "Round trips of ours on MariaDB" are. Each statement is named by its first words; the handler's INSERT is included.
+ */
+describe('round trips per call on MariaDB', () => {
+  let m: MariaDbDatabase;
+  beforeAll(async () => {
+    m = await createMariaDbDatabase({ max: 2 });
+    await sql`CREATE TABLE payments (id INT AUTO_INCREMENT PRIMARY KEY, user_id TEXT NOT NULL, amount INT NOT NULL, note TEXT)`.execute(
+      m.db,
+    );
+    await makeDialectApp({ db: m.db as Kysely<AppDB> }).idempotency.migrate();
+  });
+  afterAll(() => m?.drop());
+
+  /** The statements one call sends, after a first call of its instance (which learns the server once). */
+  async function statementsOf(
+    mode: 'transaction' | 'lease',
+    key: string,
+    opts: { cache?: false } = {},
+  ): Promise<string[]> {
+    const sent: string[] = [];
+    const db = new Kysely<AppDB>({
+      dialect: m.dialect({ max: 2 }),
+      log: (e) => {
+        sent.push(e.query.sql);
+      },
+    });
+    try {
+      const app = makeDialectApp({ db }, { mode, ...opts });
+      await app.caller(`${key}-warm`, 'rt').payments.create({ amount: 1 });
+      sent.length = 0;
+      await app.caller(key, 'rt').payments.create({ amount: 1 });
+      return sent.map((text) => {
+        const words = text.replace(/^SET STATEMENT .*? FOR /s, '').split(/\s+/);
+        return (words[0] === 'SELECT' ? `SELECT ${words[1]?.split(/[(,]/)[0]}` : words[0]!).toUpperCase();
+      });
+    } finally {
+      await db.destroy();
+    }
+  }
+
+  it('lease mode: 5 of ours on a first execution (the claim holds the key lock: no lock check, no ownership read)', async () => {
+    expect(await statementsOf('lease', 'rt-lease')).toEqual([
+      'INSERT', // the claim, with its GET_LOCK
+      'START', // at the app's isolation level: no SET TRANSACTION
+      'INSERT', // the handler's
+      'UPDATE', // the result, fenced by the token
+      'COMMIT',
+      'SELECT RELEASE_LOCK',
+    ]);
+    // A replay from the database: the claim finds the key taken, the read (autocommit, no ROLLBACK), the lock freed.
+    expect(await statementsOf('lease', 'rt-lease', { cache: false })).toEqual([
+      'INSERT',
+      'SELECT T.STATUS',
+      'SELECT RELEASE_LOCK',
+    ]);
+  });
+
+  it('transaction mode: 5 of ours on a first execution, 4 on a replay from the database', async () => {
+    expect(await statementsOf('transaction', 'rt-tx')).toEqual([
+      'START', // at the app's isolation level: no SET TRANSACTION
+      'INSERT', // the claim
+      'SAVEPOINT',
+      'INSERT', // the handler's
+      'UPDATE',
+      'COMMIT',
+    ]);
+    expect(await statementsOf('transaction', 'rt-tx', { cache: false })).toEqual([
+      'START',
+      'INSERT',
+      'SELECT T.STATUS', // the first consistent read of its transaction: a snapshot taken after the claim
+      'ROLLBACK',
+    ]);
   });
 });

@@ -65,25 +65,43 @@ export function conflict(rt: Runtime, call: Call): TRPCError {
 }
 
 /** The largest result that is stored: `maxResponseBytes`, or less where the store cannot take more in one statement. */
-export function responseLimit(rt: Runtime): number {
+function responseLimit(rt: Runtime): number {
   const { maxResultBytes } = rt.store;
   const { maxResponseBytes } = rt.options;
   return maxResultBytes !== undefined && maxResultBytes < maxResponseBytes ? maxResultBytes : maxResponseBytes;
 }
 
-/** A result over `responseLimit`: as deterministic as the handler, so a retry would fail the same way. */
-export function responseTooLarge(rt: Runtime, call: Call, bytes: number): TRPCError {
-  event(rt, call, 'released');
+/**
+ * The size in UTF-8 bytes of a result to store that is over `responseLimit`, else undefined. A stored error is a
+ * result like a success: one too large to store is refused the same way, never stored cut short (its replay would
+ * differ from what the first caller saw) nor left to fail the statement with a retryable 500.
+ */
+export function oversizedBytes(rt: Runtime, response: string): number | undefined {
+  const limit = responseLimit(rt);
+  const bytes = utf8Bytes(response, limit);
+  return bytes > limit ? bytes : undefined;
+}
+
+/**
+ * A result over `responseLimit`: as deterministic as the handler, so a retry would fail the same way. `error` is
+ * the handler's, when what could not be stored is a deterministic error: it is the event's and the failure's cause.
+ */
+export function responseTooLarge(rt: Runtime, call: Call, bytes: number, error?: TRPCError): TRPCError {
+  event(rt, call, 'released', error);
   const { maxResponseBytes } = rt.options;
   const over =
     bytes > maxResponseBytes
       ? `exceeds maxResponseBytes (${maxResponseBytes})`
       : `exceeds the ${rt.store.maxResultBytes} bytes the database takes in one statement (MySQL/MariaDB: (max_allowed_packet - 16 KiB) / 2)`;
   const raise = bytes > maxResponseBytes ? 'raise maxResponseBytes' : "raise the server's max_allowed_packet";
+  const what = error
+    ? `The result (${bytes} bytes: the handler's ${error.code} error, to be stored)`
+    : `The result (${bytes} bytes)`;
   return toTRPCError(
     new IdempotencyError(
       'response_too_large',
-      `The result (${bytes} bytes) ${over}: nothing was stored and its writes were rolled back; ${raise} or return less`,
+      `${what} ${over}: nothing was stored and its writes were rolled back; ${raise} or return less`,
+      error ? { cause: error } : {},
     ),
   );
 }

@@ -6,11 +6,10 @@ import {
   conflict,
   event,
   mismatch,
+  oversizedBytes,
   replayRow,
-  responseLimit,
   responseTooLarge,
   responseToStore,
-  utf8Bytes,
 } from '../middleware/outcomes.js';
 import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
 import { createHandlerDb } from '../store/handler-db.js';
@@ -208,8 +207,14 @@ async function runOwned(
       event(rt, call, 'released', result.ok ? undefined : result.error);
       return result;
     }
+    // A holder that learnt it lost the key answers 409 whatever it returned: the new owner's outcome is the key's.
+    if (held?.lost) return await fencedOff(rt, call, session, owner);
+    const bytes = oversizedBytes(rt, response);
+    if (bytes !== undefined) {
+      await session.rollback([sql.releaseLease(owner)]).catch(() => {});
+      throw responseTooLarge(rt, call, bytes, result.ok ? undefined : result.error);
+    }
     if (!result.ok) {
-      if (held?.lost) return await fencedOff(rt, call, session, owner);
       // The handler's writes roll back; the deterministic error is stored if this owner still holds the key.
       let stored: boolean;
       try {
@@ -225,13 +230,6 @@ async function runOwned(
       event(rt, call, 'executed');
       return result;
     }
-    const limit = responseLimit(rt);
-    const bytes = utf8Bytes(response, limit);
-    if (bytes > limit) {
-      await session.rollback([sql.releaseLease(owner)]).catch(() => {});
-      throw responseTooLarge(rt, call, bytes);
-    }
-    if (held?.lost) return await fencedOff(rt, call, session, owner);
     // The row expires `ttl` after its claim (or, had the handler outlived `ttl`, after the completion): the cache
     // keeps the result no longer than from before the claim, so never past the row (an outlived ttl is not cached).
     const expiresAt = claim.sentAt + options.ttl;

@@ -6,11 +6,10 @@ import {
   conflict,
   event,
   mismatch,
+  oversizedBytes,
   replayRow,
-  responseLimit,
   responseTooLarge,
   responseToStore,
-  utf8Bytes,
 } from '../middleware/outcomes.js';
 import { createHandlerDb } from '../store/handler-db.js';
 import type { Row, Session, Statement } from '../store/session.js';
@@ -131,7 +130,6 @@ async function runOwned(
     event(rt, call, 'released', error);
     throw completionFailure(error);
   }
-  let statements: Statement[];
   if (response === undefined) {
     // An error that is not stored: everything rolls back and the key is free again. The client need not wait for
     // the ROLLBACK.
@@ -139,18 +137,15 @@ async function runOwned(
     event(rt, call, 'released', result.ok ? undefined : result.error);
     return result;
   }
-  if (result.ok) {
-    const limit = responseLimit(rt);
-    const bytes = utf8Bytes(response, limit);
-    if (bytes > limit) {
-      await session.rollback().catch(() => {});
-      throw responseTooLarge(rt, call, bytes);
-    }
-    statements = [sql.releaseSavepoint(), sql.complete(call, response, options.ttl)];
-  } else {
-    // The deterministic error is stored, the handler's partial writes are not.
-    statements = [sql.rollbackToSavepoint(), sql.releaseSavepoint(), sql.complete(call, response, options.ttl)];
+  const bytes = oversizedBytes(rt, response);
+  if (bytes !== undefined) {
+    await session.rollback().catch(() => {});
+    throw responseTooLarge(rt, call, bytes, result.ok ? undefined : result.error);
   }
+  const statements: Statement[] = result.ok
+    ? [sql.releaseSavepoint(), sql.complete(call, response, options.ttl)]
+    : // The deterministic error is stored, the handler's partial writes are not.
+      [sql.rollbackToSavepoint(), sql.releaseSavepoint(), sql.complete(call, response, options.ttl)];
   // The row expires `ttl` after its claim (or, had the handler outlived `ttl`, after the completion): the cache
   // keeps the result no longer than from before the claim, so never past the row (an outlived ttl is not cached).
   const expiresAt = claimSentAt + options.ttl;

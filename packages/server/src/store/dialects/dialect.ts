@@ -35,7 +35,10 @@ export interface KeyStore {
   readonly maxResultBytes?: number | undefined;
   /** Learns once what it needs of the server (PGlite or not, MariaDB or MySQL, SQLite settings). */
   ready(): Promise<void> | undefined;
-  /** Opens a READ COMMITTED transaction (SQLite: BEGIN IMMEDIATE) and runs `statements` in it. */
+  /**
+   * Opens a transaction (Postgres: READ COMMITTED; MySQL: at the app's own isolation level; SQLite: BEGIN IMMEDIATE)
+   * and runs `statements` in it.
+   */
   begin(statements: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }>;
   /**
    * Postgres general path on a driver that joins statements: opens the transaction with `statements` (the claim,

@@ -70,6 +70,8 @@ export class MysqlStatements implements StatementSet {
   readonly #server: MysqlServer;
   /** The lease locks each held connection frees when it is given back (a checkout's connection is a new object). */
   readonly #releasing = new WeakMap<StepConnection, Set<string>>();
+  /** The lease locks each held connection took in a claim that inserted its row: holdLease has nothing to check. */
+  readonly #claimedWithLock = new WeakMap<StepConnection, string>();
 
   constructor(table: TableName, server: MysqlServer) {
     const { schema, name } = table.parts;
@@ -99,7 +101,8 @@ WHERE ${this.#where('k', v)} AND ${expiredAndFree('k')}`;
    * holds it for a moment): nothing is inserted, the claim reports the key taken and the caller reads the row. The
    * lock stays on this connection, which runs the handler's transaction next (MysqlStore.commitThenBegin): a claim is
    * never without its lock, so no taker gets past it while the holder lives, even while the holder waits for pooled
-   * connections before its handler runs. Freed when the connection is given back (also after a duplicate-key loss).
+   * connections before its handler runs; the handler's transaction need not check it again (holdLease). Freed when
+   * the connection is given back (also after a duplicate-key loss).
    */
   claimLease(v: ClaimValues & { token: string; leaseMs: number }): Step {
     const lock = this.leaseLockName(v);
@@ -112,7 +115,9 @@ FROM DUAL WHERE GET_LOCK(${lock}, 0) = 1`;
       this.#freeOnRelease(c, lock);
       try {
         const inserted = Number((await c.query(insert)).numAffectedRows ?? 0) > 0;
-        return inserted ? [{ expires_ms: Date.now() + v.ttlMs }] : [];
+        if (!inserted) return [];
+        this.#claimedWithLock.set(c, lock);
+        return [{ expires_ms: Date.now() + v.ttlMs }];
       } catch (error) {
         if (isDuplicateKey(error)) return [];
         throw error;
@@ -147,7 +152,11 @@ WHERE ${this.#where('k', v)} AND CASE WHEN k.status = 'in_progress'
     };
   }
 
-  /** A plain read: under READ COMMITTED it sees what the original committed, even after our claim waited. */
+  /**
+   * A plain read. In transaction mode it is its transaction's first consistent read (the claim before it, an INSERT or
+   * a takeover's UPDATE, takes no snapshot), so its snapshot is taken now, after our claim waited: it sees what the
+   * original committed, also under REPEATABLE READ. Lease mode reads in autocommit.
+   */
   select(r: RowKey): Step {
     return plain(`SELECT t.status, t.fingerprint, t.path, t.response, t.token,
   GREATEST(0, t.expires_at - ${NOW_MS}) AS expires_in_ms,
@@ -196,34 +205,50 @@ WHERE ${this.#owner('k', o, !o.locked)}${o.locked ? ` AND ${lockHeld}` : ''}`,
   }
 
   /**
-   * First in the holder's handler transaction: takes the key's lease lock if `token` owns the row, then reads (a
-   * fresh READ COMMITTED snapshot, after the lock) whether it still does. MySQL has no transaction-scoped advisory
-   * lock: this is a named lock (GET_LOCK), which belongs to the connection's session, so a crashed holder's lock
-   * goes with its connection, and which the connection's release step frees when the transaction ends, however it
-   * ends, before the connection goes back to the pool (ConnectionSession). It is taken inside the transaction, so
-   * nothing of ours runs between the lock and the transaction. While it is held, `takeOverLease` never takes the
-   * claim over, whatever the renewals do. The second step's rows are empty when another call took the key over
-   * before the lock was held (or the lock stayed busy): the handler must not run.
+   * Right before the holder's handler transaction, on its connection, in autocommit (MysqlStore.commitThenBegin):
+   * takes the key's lease lock if `token` owns the row, then reads (a statement of its own, so a fresh snapshot after
+   * the lock at any isolation level) whether it still does. MySQL has no transaction-scoped advisory lock: this is a
+   * named lock (GET_LOCK), which belongs to the connection's session, so a crashed holder's lock goes with its
+   * connection, and which the connection's release step frees when the transaction ends, however it ends, before the
+   * connection goes back to the pool (ConnectionSession). While it is held, `takeOverLease` never
+   * takes the claim over, whatever the renewals do. The second step's rows are empty when another call took the key
+   * over before the lock was held (or the lock stayed busy): the handler must not run.
+   *
+   * Both statements are needed only after a takeover (dialect-lease-liveness.test.ts, "between the claim and the
+   * handler"): a takeover of an expired completed row takes no lock in its UPDATE, so the lock is taken here, and
+   * while this waits for it another call may take the key over, which only the read after the lock can see. A claim
+   * that inserted its row took the lock in its INSERT, on this connection (MysqlStore.commitThenBegin), and holds it
+   * since: no takeover can have come between (a lease takeover needs the lock; only a row whose lease and ttl both
+   * ran out meanwhile could be replaced, and its completion is fenced off anyway). Both steps then send nothing:
+   * two round trips fewer per first execution.
    */
   holdLease(r: RowKey & { token: string }): Step[] {
     const lock = this.leaseLockName(r);
     let locked = false;
+    let claimed = false;
     return [
       async (c) => {
+        claimed = this.#claimedWithLock.get(c) === lock;
+        if (claimed) {
+          locked = true;
+          return [{ locked: 1 }];
+        }
         this.#freeOnRelease(c, lock);
         const { rows } = await c.query(
-          // Already ours when the claim took it on this connection (MysqlStore.commitThenBegin): not taken twice,
-          // so one RELEASE_LOCK frees it.
+          // Already ours when a takeover of an in_progress row took it on this connection: not taken twice, so one
+          // RELEASE_LOCK frees it.
           `SELECT CASE WHEN IS_USED_LOCK(${lock}) = CONNECTION_ID() THEN 1 ELSE GET_LOCK(${lock}, ${HOLD_LOCK_WAIT_S}) END AS locked
 FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`,
         );
         locked = Number(rows[0]?.locked) === 1;
         return rows;
       },
-      async (c) =>
-        locked
+      async (c) => {
+        if (claimed) return [{ owned: 1 }];
+        return locked
           ? (await c.query(`SELECT 1 AS owned FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`)).rows
-          : [],
+          : [];
+      },
     ];
   }
 
@@ -237,7 +262,7 @@ FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`,
   }
 
   /**
-   * Frees `lock` when `c` is given back (see releaseLock), registered once per connection and lock: a lease claim
+   * Frees `lock` when `c` is given back (see releaseLock), registered once per connection and lock: a lease takeover
    * and its handler's holdLease both take it on one connection, and one release frees every count.
    */
   #freeOnRelease(c: StepConnection, lock: string): void {

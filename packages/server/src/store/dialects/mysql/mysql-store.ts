@@ -37,8 +37,13 @@ export function mysqlRow(row: Row): Row {
 
 /**
  * The MySQL / MariaDB store: each transaction holds one pooled connection of the app's Kysely (mysql2 through
- * `MysqlDialect`, or any MySQL dialect) and runs READ COMMITTED, so a claim that waited for the original sees the
- * row it committed — MySQL's default REPEATABLE READ would show a stale snapshot.
+ * `MysqlDialect`, or any MySQL dialect) and runs at the app's own isolation level: no SET TRANSACTION, one round trip
+ * fewer per call, and the handler's transaction is the one the app would open. A duplicate whose claim waited for the
+ * original still sees the row it committed under InnoDB's REPEATABLE READ (MySQL's default): a snapshot is taken at a
+ * transaction's first consistent read, not at START TRANSACTION, and the claim before the read is an INSERT or a
+ * takeover's UPDATE, which take none (mysql-dialect.test.ts: "a duplicate that blocked on the claim … reads the
+ * committed row"). Nothing of ours reads with a snapshot inside the handler's transaction: lease mode's lock check and
+ * ownership read run before it, in autocommit (commitThenBegin).
  *
  * Renewals share the pool: a holder whose renewals cannot get a connection past its lease keeps its claim all the
  * same, by the named lock its connection holds (MysqlStatements.holdLease). In lease mode that connection is the
@@ -98,17 +103,19 @@ export class MysqlStore extends ConnectionStore {
 
   begin(statements: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }> {
     return this.#open(async (session, held) => {
-      await startReadCommitted(held);
+      await held.query('START TRANSACTION');
       return session.run(statements);
     });
   }
 
   /**
-   * Lease mode's claim: runs `statement` in autocommit on a held connection, then, if it owns the key, opens the
-   * handler's transaction on that same connection and runs `after` in it; if not, the session serves to read the row.
-   * The claim takes the key's lease lock in its statement (a session lock: it outlives the commit), so from the
-   * claim's commit to the handler's end the holder holds it, however long the call waits for pooled connections
-   * meanwhile (its renewals) — a live holder is never without its lock.
+   * Lease mode's claim: runs `statement` in autocommit on a held connection, then, if it owns the key, runs `after`
+   * (holdLease: after a takeover, the lock check and the ownership read) on that same connection, still in autocommit
+   * — so the ownership read after waiting for the lock is a fresh read whatever the isolation level —, and opens the
+   * handler's transaction; if not, the session serves to read the row. The claim takes the key's lease lock in its
+   * statement (a session lock: it outlives the commit), so from the claim's commit to the handler's end the holder
+   * holds it, however long the call waits for pooled connections meanwhile (its renewals) — a live holder is never
+   * without its lock.
    */
   override commitThenBegin(
     statement: Statement,
@@ -116,10 +123,15 @@ export class MysqlStore extends ConnectionStore {
   ): Promise<{ session: Session; rows: Row[][] }> {
     return this.#open(async (session, held, committed) => {
       const claimed = (await session.run([statement]))[0] ?? [];
-      if (claimed.length === 0) return [claimed];
+      if (claimed.length === 0) {
+        // Lost: the session serves to read the row, in autocommit like the claim, and ends without a ROLLBACK.
+        session.noTransaction();
+        return [claimed];
+      }
       committed();
-      await startReadCommitted(held);
-      return [claimed, ...(await session.run(after))];
+      const checked = await session.run(after);
+      await held.query('START TRANSACTION');
+      return [claimed, ...checked];
     });
   }
 
@@ -156,9 +168,4 @@ export class MysqlStore extends ConnectionStore {
       await held.release();
     }
   }
-}
-
-async function startReadCommitted(held: HeldConnection): Promise<void> {
-  await held.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
-  await held.query('START TRANSACTION');
 }
