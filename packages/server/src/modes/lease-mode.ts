@@ -193,6 +193,11 @@ async function runOwned(
       takeover: claim.takeover,
       signal: held?.signal ?? new AbortController().signal,
     });
+    // The handler is done: renewals stop. One still in flight could otherwise come back after our completion
+    // committed (the row no longer in_progress) and abort the signal of a call that succeeded. Nothing can take the
+    // key over meanwhile: until our transaction ends, its lock (advisory, named or SQLite's write lock) keeps it, and
+    // the completion is fenced by the token.
+    if (held) rt.leases?.settle(held);
     let response: string | undefined;
     try {
       response = responseToStore(rt, result);

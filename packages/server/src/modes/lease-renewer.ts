@@ -90,14 +90,22 @@ export class LeaseRenewer {
     return lease;
   }
 
-  /** Stops renewing `lease` (its call is over). */
-  drop(lease: HeldLease): void {
-    lease.release();
+  /**
+   * Stops renewing `lease` once its handler is done; a renewal already in flight is then ignored for it. It can still
+   * be told it lost the key (its completion found it fenced off).
+   */
+  settle(lease: HeldLease): void {
     this.#leases.delete(lease);
     if (this.#leases.size === 0 && this.#timer) {
       clearInterval(this.#timer);
       this.#timer = undefined;
     }
+  }
+
+  /** Stops renewing `lease` (its call is over). */
+  drop(lease: HeldLease): void {
+    lease.release();
+    this.settle(lease);
   }
 
   async #tick(): Promise<void> {
