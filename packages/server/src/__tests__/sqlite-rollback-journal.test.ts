@@ -1,9 +1,10 @@
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { createSqliteFile } from '@trpc-idempotency/test-db';
-import Database from 'better-sqlite3';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeDialectApp } from './dialect-app.js';
-import { type AppDB, deferred, sleep, until } from './harness.js';
+import { type AppDB, deferred, until } from './harness.js';
 
 let keySeq = 0;
 const newKey = () => `rj-${Date.now().toString(36)}-${++keySeq}`;
@@ -20,11 +21,9 @@ describe.each(['sqlite', 'libsql'] as const)('rollback journal on %s', (name) =>
   const open = () => (name === 'sqlite' ? file.betterSqlite() : file.libsql()) as Kysely<AppDB>;
   beforeAll(async () => {
     file = await createSqliteFile();
-    // createSqliteFile makes a WAL file; a file in WAL mode stays so until one connection alone switches it back.
-    const setup = new Database(file.path);
-    setup.pragma('journal_mode = DELETE');
-    setup.close();
     const db = open();
+    // createSqliteFile makes a WAL file; a file in WAL mode stays so until one connection alone switches it back.
+    await sql`PRAGMA journal_mode = DELETE`.execute(db);
     await sql`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, amount INTEGER NOT NULL, note TEXT)`.execute(
       db,
     );
@@ -37,36 +36,6 @@ describe.each(['sqlite', 'libsql'] as const)('rollback journal on %s', (name) =>
     expect(rows[0]?.journal_mode).toBe('delete');
   });
 
-  /**
-   * A reader on its own connection, through the app's driver: two SQLite libraries in one process (better-sqlite3's
-   * and libSQL's) do not see each other's locks on a file, as two processes would.
-   */
-  const reader = () => {
-    const db = open();
-    return db.connection().execute(async (c) => {
-      const q = (text: string) => sql.raw(text).execute(c);
-      return {
-        /** Opens a read transaction: SHARED held until `end`. */
-        hold: async () => {
-          await q('BEGIN');
-          await q('SELECT count(*) FROM payments');
-        },
-        end: () => q('COMMIT'),
-        /** Whether a writer holds PENDING or EXCLUSIVE: a new reader (busy_timeout 0) cannot take SHARED. */
-        writerCommitting: async () => {
-          await q('PRAGMA busy_timeout = 0');
-          try {
-            await q('SELECT count(*) FROM payments');
-            return false;
-          } catch (error) {
-            if (String((error as { code?: unknown }).code).startsWith('SQLITE_BUSY')) return true;
-            throw error;
-          }
-        },
-      };
-    });
-  };
-
   describe.each(['transaction', 'lease'] as const)('%s mode', (mode) => {
     it('commits the holder once a reader that held up its COMMIT lets go, and its duplicate on another instance replays it', async () => {
       const user = `reader-${mode}`;
@@ -76,27 +45,26 @@ describe.each(['sqlite', 'libsql'] as const)('rollback journal on %s', (name) =>
       a.control.gate = gate.promise;
       const key = newKey();
       const original = a.caller(key, user).payments.create({ amount: 1 });
+      let done = false;
       const settled = original.then(
         (value) => ({ value }),
         (error) => ({ error }),
       );
-      let done = false;
       void settled.then(() => {
         done = true;
       });
       await until(() => a.control.atGate === 1);
-      // A reader (another connection, as a process reading the file would be) holds SHARED in an open read
-      // transaction: the holder's COMMIT cannot take EXCLUSIVE until it ends.
-      const held = await reader();
-      const probe = await reader();
-      await held.hold();
+      // A reader in another process holds SHARED in an open read transaction: the holder's COMMIT cannot take
+      // EXCLUSIVE until it ends. (Another process, not another connection here: libSQL's COMMIT may wait inside
+      // SQLite, which would hold up a reader on this event loop.)
+      const held = await readerProcess(file.path);
       // A duplicate on another instance waits for the holder (its `wait` is 20 s).
       const duplicate = b.caller(key, user).payments.create({ amount: 1 });
       duplicate.catch(() => {}); // Awaited below.
       gate.resolve();
-      // The holder's COMMIT is under way (it holds PENDING, so no new reader gets in), or it gave up.
-      while (!done && !(await probe.writerCommitting())) await sleep(5);
-      await held.end();
+      // The reader lets go once the holder's COMMIT is under way (it holds PENDING, so no new reader gets in).
+      held.letGoOnceWriterCommits();
+      await until(() => done || held.released(), 20_000);
       const outcome = await settled;
       expect(
         'error' in outcome ? String((outcome.error as { cause?: unknown }).cause ?? outcome.error) : 'committed',
@@ -110,3 +78,45 @@ describe.each(['sqlite', 'libsql'] as const)('rollback journal on %s', (name) =>
     });
   });
 });
+
+/** Polls `FILE` with a read (busy_timeout 0) until a writer holds PENDING and refuses it, or 10 s pass. */
+const PROBE = `import Database from 'better-sqlite3';
+const probe = new Database(process.env.FILE, { timeout: 0 });
+const end = Date.now() + 10000;
+for (;;) {
+  try { probe.prepare('SELECT count(*) FROM payments').get(); } catch (e) { if (String(e.code).startsWith('SQLITE_BUSY')) break; throw e; }
+  if (Date.now() > end) break;
+  await new Promise((r) => setTimeout(r, 5));
+}`;
+
+/**
+ * In another process, a better-sqlite3 connection on `path` that opens a read transaction (SHARED held). Once told,
+ * it ends it as soon as a writer holds PENDING (seen by PROBE in a third process: a second connection in the
+ * reader's process would share its SHARED lock and never be refused), or after 10 s.
+ */
+async function readerProcess(path: string) {
+  const reader = `import Database from 'better-sqlite3';
+import { spawn } from 'node:child_process';
+const reader = new Database(process.env.FILE, { timeout: 0 });
+reader.exec('BEGIN');
+reader.prepare('SELECT count(*) FROM payments').get();
+console.log('held');
+process.stdin.once('data', () => {
+  spawn(process.execPath, ['--input-type=module', '-e', process.env.PROBE], { stdio: 'inherit' }).on('exit', () => {
+    reader.exec('COMMIT');
+    console.log('released');
+    process.exit(0);
+  });
+});`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', reader], {
+    env: { ...process.env, FILE: path, PROBE },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines: string[] = [];
+  createInterface({ input: child.stdout }).on('line', (line) => lines.push(line));
+  await until(() => lines.includes('held'));
+  return {
+    letGoOnceWriterCommits: () => child.stdin.write('go\n'),
+    released: () => lines.includes('released'),
+  };
+}
