@@ -15,15 +15,21 @@ export class ConnectionSession implements Session {
   #held: HeldConnection;
   #provider: SessionConnectionProvider;
   #autocommit: (statements: readonly Statement[]) => Promise<Row[][]>;
+  #commit: (held: HeldConnection) => Promise<unknown>;
   #done = false;
 
-  /** `autocommit` runs a rollback's `after` statements once the connection is given back. */
+  /**
+   * `autocommit` runs a rollback's `after` statements once the connection is given back; `commit` ends the
+   * transaction (SQLite's waits for other connections' readers).
+   */
   constructor(
     held: HeldConnection,
     root: Kysely<any>,
     autocommit: (statements: readonly Statement[]) => Promise<Row[][]>,
+    commit: (held: HeldConnection) => Promise<unknown> = (h) => h.query('COMMIT'),
   ) {
     this.#held = held;
+    this.#commit = commit;
     this.#provider = new SessionConnectionProvider(held.connection);
     this.executor = root.getExecutor().withConnectionProvider(this.#provider);
     this.#autocommit = autocommit;
@@ -37,7 +43,7 @@ export class ConnectionSession implements Session {
     let rows: Row[][];
     try {
       rows = await this.run(statements);
-      await this.#held.query('COMMIT');
+      await this.#commit(this.#held);
     } catch (error) {
       await this.rollback().catch(() => {});
       throw error;
