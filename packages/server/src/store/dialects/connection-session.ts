@@ -15,17 +15,23 @@ export class ConnectionSession implements Session {
   #held: HeldConnection;
   #provider: SessionConnectionProvider;
   #autocommit: (statements: readonly Statement[]) => Promise<Row[][]>;
+  #commit: (held: HeldConnection) => Promise<unknown>;
   #done = false;
   /** False while the connection runs in autocommit (see `noTransaction`): ending the session sends no ROLLBACK. */
   #inTransaction = true;
 
-  /** `autocommit` runs a rollback's `after` statements once the connection is given back. */
+  /**
+   * `autocommit` runs a rollback's `after` statements once the connection is given back; `commit` ends the
+   * transaction (SQLite's waits for other connections' readers).
+   */
   constructor(
     held: HeldConnection,
     root: Kysely<any>,
     autocommit: (statements: readonly Statement[]) => Promise<Row[][]>,
+    commit: (held: HeldConnection) => Promise<unknown> = (h) => h.query('COMMIT'),
   ) {
     this.#held = held;
+    this.#commit = commit;
     this.#provider = new SessionConnectionProvider(held.connection);
     this.executor = root.getExecutor().withConnectionProvider(this.#provider);
     this.#autocommit = autocommit;
@@ -39,7 +45,7 @@ export class ConnectionSession implements Session {
     let rows: Row[][];
     try {
       rows = await this.run(statements);
-      await this.#held.query('COMMIT');
+      await this.#commit(this.#held);
     } catch (error) {
       await this.rollback().catch(() => {});
       throw error;

@@ -46,7 +46,8 @@ function sqliteRow(row: Row): Row {
  *
  * Both drivers are synchronous: SQLite's own busy wait would freeze the event loop. So BEGIN IMMEDIATE runs with
  * busy_timeout 0 and a busy database is tried again after a pause, in JavaScript, until the bound runs out
- * (`wait` for a claim). In one process the calls queue (Kysely lends its one connection to one holder at a time,
+ * (`wait` for a claim); so does a COMMIT held up by readers in rollback-journal mode (see #commit, where libSQL is
+ * the exception). In one process the calls queue (Kysely lends its one connection to one holder at a time,
  * and this store's mutex orders its own transactions): handlers must use ctx.idempotency.db, never the root db.
  *
  * Other processes may share the file: a claim's wait is bounded (by the BEGIN IMMEDIATE it needs), and lease mode
@@ -58,7 +59,7 @@ export class SqliteStore extends ConnectionStore {
   #db: Kysely<any>;
   #mutex = new AsyncMutex();
   #defaultWaitMs: number;
-  /** The app's busy_timeout, put back after each BEGIN IMMEDIATE. */
+  /** The app's busy_timeout, put back after each BEGIN IMMEDIATE and COMMIT (the handler's queries run with it). */
   #busyTimeout: number | undefined;
 
   /**
@@ -90,7 +91,12 @@ export class SqliteStore extends ConnectionStore {
       await held.release();
       unlock();
     };
-    const session = new ConnectionSession({ ...held, release }, this.#db, (after) => this.autocommit(after));
+    const session = new ConnectionSession(
+      { ...held, release },
+      this.#db,
+      (after) => this.autocommit(after),
+      (h) => this.#commit(h),
+    );
     try {
       return { session, rows: await session.run(statements) };
     } catch (error) {
@@ -112,7 +118,7 @@ export class SqliteStore extends ConnectionStore {
     let changed = 0;
     try {
       for (const text of statements) changed = Number((await held.query(text)).numAffectedRows ?? 0);
-      await held.query('COMMIT');
+      await this.#commit(held);
       return changed;
     } catch (error) {
       await held.query('ROLLBACK').catch(() => {});
@@ -120,6 +126,44 @@ export class SqliteStore extends ConnectionStore {
     } finally {
       await held.release();
       unlock();
+    }
+  }
+
+  /**
+   * COMMIT, which in rollback-journal mode takes the EXCLUSIVE lock: it waits for other connections' readers to
+   * let go of SHARED (the PENDING lock it holds meanwhile lets no new reader in, so they drain). We hold the write
+   * lock and the transaction may hold a handler's work: rolling back because a reader was in the way would run the
+   * handler again, so the COMMIT waits as long as the holder's own work may. In WAL mode readers never block it.
+   *
+   * better-sqlite3: busy_timeout 0 and the pauses in JavaScript, as for BEGIN IMMEDIATE (a busy COMMIT leaves the
+   * transaction open, and the statement is reset, so it is simply tried again). libSQL leaves a busy statement in
+   * progress: a COMMIT tried again then succeeds, but the stuck statement keeps the connection's SHARED lock until
+   * garbage collection, and every other connection's COMMIT waits for that. So libSQL's COMMIT waits inside SQLite
+   * (busy_timeout), which blocks the event loop while another connection reads: WAL avoids it.
+   */
+  async #commit(held: HeldConnection): Promise<void> {
+    if (isLibsql(held)) {
+      await this.#withBusyTimeout(held, this.#defaultWaitMs, () => held.query('COMMIT'));
+      return;
+    }
+    await this.#withBusyTimeout(held, 0, () =>
+      retryBusy(this.#defaultWaitMs, async () => {
+        await held.query('COMMIT');
+      }),
+    );
+  }
+
+  /** Runs `work` with busy_timeout `ms` (0: SQLite's busy wait would block the loop), then puts the app's back. */
+  async #withBusyTimeout<T>(held: HeldConnection, ms: number, work: () => Promise<T>): Promise<T> {
+    if (this.#busyTimeout === undefined) {
+      const { rows } = await held.query('PRAGMA busy_timeout');
+      this.#busyTimeout = Number(Object.values(rows[0] ?? {})[0] ?? 0);
+    }
+    await held.query(`PRAGMA busy_timeout = ${Math.floor(ms)}`);
+    try {
+      return await work();
+    } finally {
+      await held.query(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(this.#busyTimeout))}`);
     }
   }
 
@@ -135,17 +179,9 @@ export class SqliteStore extends ConnectionStore {
       const unlock = await this.#mutex.lock();
       let held: HeldConnection | undefined;
       try {
-        held = await holdConnection(this.#db, sqliteRow);
-        if (this.#busyTimeout === undefined) {
-          const { rows } = await held.query('PRAGMA busy_timeout');
-          this.#busyTimeout = Number(Object.values(rows[0] ?? {})[0] ?? 0);
-        }
-        await held.query('PRAGMA busy_timeout = 0');
-        try {
-          await held.query('BEGIN IMMEDIATE');
-        } finally {
-          await held.query(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(this.#busyTimeout))}`);
-        }
+        const connection = await holdConnection(this.#db, sqliteRow);
+        held = connection;
+        await this.#withBusyTimeout(connection, 0, () => connection.query('BEGIN IMMEDIATE'));
         return { held, unlock };
       } catch (error) {
         if (held && isSqliteBusy(error)) await dropLibsqlConnection(held);
@@ -156,6 +192,22 @@ export class SqliteStore extends ConnectionStore {
         await new Promise((resolve) => setTimeout(resolve, Math.min(pause, left)));
         pause = Math.min(pause * 2, BUSY_MAX_MS);
       }
+    }
+  }
+}
+
+/** Runs `attempt` until it does not fail with SQLITE_BUSY, pausing in between, for at most `waitMs`. */
+async function retryBusy(waitMs: number, attempt: () => Promise<void>): Promise<void> {
+  const deadline = performance.now() + waitMs;
+  let pause = BUSY_FIRST_MS;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (error) {
+      const left = deadline - performance.now();
+      if (!isSqliteBusy(error) || left <= 0) throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(pause, left)));
+      pause = Math.min(pause * 2, BUSY_MAX_MS);
     }
   }
 }
@@ -174,8 +226,8 @@ interface LibsqlClient {
  * attached again on the fresh one.
  */
 async function dropLibsqlConnection(held: HeldConnection): Promise<void> {
-  const client = (held.connection as { client?: Partial<LibsqlClient> }).client;
-  if (typeof client?.transaction !== 'function' || typeof client.execute !== 'function') return;
+  const client = libsqlClient(held);
+  if (!client) return;
   try {
     const attached = (await client.execute('PRAGMA database_list')).rows
       .map((row) => ({ name: String(row.name), file: String(row.file ?? '') }))
@@ -194,4 +246,16 @@ async function dropLibsqlConnection(held: HeldConnection): Promise<void> {
     // Not the libSQL client this was written for (nothing to drop), or an attachment that cannot be made again:
     // the next statement on its table says the table is missing.
   }
+}
+
+/** The libSQL client behind `@libsql/kysely-libsql`'s connection, if that is the driver. */
+function libsqlClient(held: HeldConnection): LibsqlClient | undefined {
+  const client = (held.connection as { client?: Partial<LibsqlClient> }).client;
+  return typeof client?.transaction === 'function' && typeof client.execute === 'function'
+    ? (client as LibsqlClient)
+    : undefined;
+}
+
+function isLibsql(held: HeldConnection): boolean {
+  return libsqlClient(held) !== undefined;
 }
