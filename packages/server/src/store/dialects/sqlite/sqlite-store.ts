@@ -146,11 +146,7 @@ export class SqliteStore extends ConnectionStore {
       await this.#withBusyTimeout(held, this.#defaultWaitMs, () => held.query('COMMIT'));
       return;
     }
-    await this.#withBusyTimeout(held, 0, () =>
-      retryBusy(this.#defaultWaitMs, async () => {
-        await held.query('COMMIT');
-      }),
-    );
+    await this.#withBusyTimeout(held, 0, () => retryBusy(this.#defaultWaitMs, () => held.query('COMMIT')));
   }
 
   /** Runs `work` with busy_timeout `ms` (0: SQLite's busy wait would block the loop), then puts the app's back. */
@@ -173,31 +169,26 @@ export class SqliteStore extends ConnectionStore {
    * Between tries the connection and the mutex are given back, so the process's other work goes on.
    */
   async #beginImmediate(waitMs: number): Promise<{ held: HeldConnection; unlock: () => void }> {
-    const deadline = performance.now() + waitMs;
-    let pause = BUSY_FIRST_MS;
-    for (;;) {
+    return retryBusy(waitMs, async () => {
       const unlock = await this.#mutex.lock();
       let held: HeldConnection | undefined;
       try {
-        const connection = await holdConnection(this.#db, sqliteRow);
-        held = connection;
+        held = await holdConnection(this.#db, sqliteRow);
+        const connection = held;
         await this.#withBusyTimeout(connection, 0, () => connection.query('BEGIN IMMEDIATE'));
-        return { held, unlock };
+        return { held: connection, unlock };
       } catch (error) {
         if (held && isSqliteBusy(error)) await dropLibsqlConnection(held);
         await held?.release();
         unlock();
-        const left = deadline - performance.now();
-        if (!isSqliteBusy(error) || left <= 0) throw error;
-        await new Promise((resolve) => setTimeout(resolve, Math.min(pause, left)));
-        pause = Math.min(pause * 2, BUSY_MAX_MS);
+        throw error;
       }
-    }
+    });
   }
 }
 
 /** Runs `attempt` until it does not fail with SQLITE_BUSY, pausing in between, for at most `waitMs`. */
-async function retryBusy(waitMs: number, attempt: () => Promise<void>): Promise<void> {
+async function retryBusy<T>(waitMs: number, attempt: () => Promise<T>): Promise<T> {
   const deadline = performance.now() + waitMs;
   let pause = BUSY_FIRST_MS;
   for (;;) {
