@@ -89,6 +89,8 @@ try {
     log('! @trpc-idempotency/server is not built: benching the peers only');
   }
   contenders.push({ name: 'classic', kind: 'classic' }, { name: 'classic-kysely', kind: 'classic-kysely' });
+  // The ceiling of a replay inside a tRPC middleware (a Map lookup, nothing else): goal 3's floor.
+  contenders.push({ name: 'replay-floor', kind: 'replay-floor', replayOnly: true });
   if (await redisAnswers(redisUrl)) {
     contenders.push({ name: 'powertools', kind: 'powertools' }, { name: 'node-idempotency', kind: 'node-idempotency' });
   } else {

@@ -1,7 +1,14 @@
 import type { DialectRemote } from '../scenarios/dialects.ts';
 
 /** Which idempotency implementation a bench server runs in front of the same handlers. */
-export type ContenderKind = 'plain' | 'ours' | 'classic' | 'classic-kysely' | 'powertools' | 'node-idempotency';
+export type ContenderKind =
+  | 'plain'
+  | 'ours'
+  | 'classic'
+  | 'classic-kysely'
+  | 'powertools'
+  | 'node-idempotency'
+  | 'replay-floor';
 
 /** Everything a child server needs to build its router; sent to it as JSON. */
 export interface ContenderSpec {

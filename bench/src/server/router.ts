@@ -29,6 +29,8 @@ async function guardFor(config: ServerConfig, db: Kysely<any>, pool: pg.Pool, re
       ).nodeIdempotencyMiddleware(config.redisUrl, redis)) as BenchMiddleware;
     case 'ours':
       return (await import('../contenders/ours.ts')).oursMiddleware(spec, db, pool);
+    case 'replay-floor':
+      return (await import('../contenders/replay-floor.ts')).replayFloorMiddleware() as BenchMiddleware;
   }
 }
 
