@@ -331,6 +331,9 @@ class Encoder {
   }
 }
 
+/** A first pass has no Blob digests yet; one shared empty map spares an allocation per call. */
+const NO_DIGESTS: ReadonlyMap<Blob, string> = new Map();
+
 /**
  * The canonical encoding of `value`; throws `CanonicalEncodeError` for functions, symbols, streams, cycles and
  * inputs past `limits`. Synchronous, so it refuses a Blob (its bytes need an async read): use `canonicalEncodeAsync`.
@@ -348,7 +351,7 @@ export function canonicalEncodeWithoutBlobs(
   value: unknown,
   limits: EncodeLimits = DEFAULT_ENCODE_LIMITS,
 ): string | undefined {
-  const encoder = new Encoder(limits, new Map());
+  const encoder = new Encoder(limits, NO_DIGESTS);
   encoder.encode(value);
   return encoder.missing.size > 0 ? undefined : encoder.text();
 }
@@ -358,7 +361,7 @@ export async function canonicalEncodeAsync(
   value: unknown,
   limits: EncodeLimits = DEFAULT_ENCODE_LIMITS,
 ): Promise<string> {
-  const first = new Encoder(limits, new Map());
+  const first = new Encoder(limits, NO_DIGESTS);
   first.encode(value);
   if (first.missing.size === 0) return first.text();
   // The first pass counted every Blob's size, so nothing larger than the limit is read.

@@ -16,7 +16,9 @@ export async function fingerprintInput(
 ): Promise<string> {
   const input = await getRawInput();
   try {
-    return await fingerprint(path, input, limits);
+    // Plain data hashes synchronously: awaiting the string itself would only add a turn of the microtask queue.
+    const hex = fingerprint(path, input, limits);
+    return typeof hex === 'string' ? hex : await hex;
   } catch (error) {
     if (!(error instanceof CanonicalEncodeError)) throw error;
     const option = error.kind === 'unsupported' ? '' : ` (the \`${LIMIT_OPTION[error.kind]}\` option)`;

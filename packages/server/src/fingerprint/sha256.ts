@@ -6,27 +6,38 @@ export async function sha256Hex(data: BufferSource): Promise<string> {
   return hex;
 }
 
-/** The part of `node:crypto` the synchronous hash uses. */
+/** The parts of `node:crypto` and `node:buffer` the synchronous hash uses. */
 interface NodeCryptoLike {
   createHash(algorithm: 'sha256'): {
     update(text: string, encoding: 'utf16le'): { digest(encoding: 'hex'): string };
   };
+  /** One-shot hash (Node ≥ 20.12): no Hash object per call. */
+  hash?(algorithm: 'sha256', data: Uint8Array, encoding: 'hex'): string;
 }
+
+interface NodeBufferLike {
+  Buffer: { from(text: string, encoding: 'utf16le'): Uint8Array };
+}
+
+const getBuiltinModule = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process
+  ?.getBuiltinModule;
 
 /**
  * `node:crypto` where the runtime has it (Node ≥ 20.16, Bun, Deno), found at run time so that no bundle for an edge
  * runtime names a Node builtin. Web Crypto's digest is asynchronous: in Node each call is a job on the thread pool
  * plus promise plumbing, which measured ~7% of a request's server CPU, against ~1 µs for a small input here.
  */
-const nodeCrypto = (
-  globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }
-).process?.getBuiltinModule?.('node:crypto') as NodeCryptoLike | undefined;
+const nodeCrypto = getBuiltinModule?.('node:crypto') as NodeCryptoLike | undefined;
+const nodeBuffer = (getBuiltinModule?.('node:buffer') as NodeBufferLike | undefined)?.Buffer;
 
 /**
  * Hex SHA-256 of `text`'s UTF-16LE bytes, synchronously when `node:crypto` is available, else through Web Crypto.
  * The bytes are the same either way (Node's 'utf16le' writes code units as they are, lone surrogates included).
+ * The one-shot `hash` of the encoded bytes costs 0.43 µs for a small input against 0.93 µs for a Hash object
+ * (`createHash`), measured on Node 20.20: every call pays it, cache hits included.
  */
 export function sha256HexOfUtf16(text: string): string | Promise<string> {
+  if (nodeCrypto?.hash && nodeBuffer) return nodeCrypto.hash('sha256', nodeBuffer.from(text, 'utf16le'), 'hex');
   return nodeCrypto ? nodeCrypto.createHash('sha256').update(text, 'utf16le').digest('hex') : sha256Hex(utf16le(text));
 }
 
