@@ -5,6 +5,7 @@ import {
   completionFailure,
   conflict,
   event,
+  handlerContext,
   mismatch,
   oversizedBytes,
   replayRow,
@@ -12,7 +13,6 @@ import {
   responseToStore,
 } from '../middleware/outcomes.js';
 import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
-import { createHandlerDb } from '../store/handler-db.js';
 import type { Row, Session, Statement } from '../store/session.js';
 import { LeaseRenewer } from './lease-renewer.js';
 
@@ -186,13 +186,7 @@ async function runOwned(
       return NOT_RUN;
     }
     if (held) held.locked = true;
-    const result = await callNext(next, {
-      key: call.key,
-      scope: call.scope,
-      db: createHandlerDb(rt.db, session.executor),
-      takeover: claim.takeover,
-      signal: held?.signal ?? new AbortController().signal,
-    });
+    const result = await callNext(next, handlerContext(rt, call, session, claim.takeover, held?.signal));
     // The handler is done: renewals stop. One still in flight could otherwise come back after our completion
     // committed (the row no longer in_progress) and abort the signal of a call that succeeded. Nothing can take the
     // key over meanwhile: until our transaction ends, its lock (advisory, named or SQLite's write lock) keeps it, and

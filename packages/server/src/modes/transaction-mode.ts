@@ -5,13 +5,13 @@ import {
   completionFailure,
   conflict,
   event,
+  handlerContext,
   mismatch,
   oversizedBytes,
   replayRow,
   responseTooLarge,
   responseToStore,
 } from '../middleware/outcomes.js';
-import { createHandlerDb } from '../store/handler-db.js';
 import type { Row, Session, Statement } from '../store/session.js';
 import { committedBefore } from '../store/snapshot.js';
 
@@ -114,19 +114,7 @@ async function runOwned(
   claimSentAt: number,
 ): Promise<MiddlewareResultLike> {
   const { sql, options } = rt;
-  let signal: AbortSignal | undefined;
-  const result = await callNext(next, {
-    key: call.key,
-    scope: call.scope,
-    db: createHandlerDb(rt.db, session.executor),
-    takeover: false,
-    // Never aborted here. An AbortController (an EventTarget) costs ~4-5 µs of CPU: made only when the handler
-    // reads it. One signal shared by every call would keep every listener handlers ever added to it.
-    get signal() {
-      signal ??= new AbortController().signal;
-      return signal;
-    },
-  });
+  const result = await callNext(next, handlerContext(rt, call, session, false));
   let response: string | undefined;
   try {
     response = responseToStore(rt, result);
