@@ -55,6 +55,28 @@ function cannotKill(name: DialectBackendName) {
   };
 }
 
+/**
+ * A new SQLite file (WAL) with the app's payments table, and `open` for another connection to it through the given
+ * driver: each connection is another "server instance" (a process, as far as SQLite's locks go).
+ */
+export type SqlitePayments = Awaited<ReturnType<typeof createSqlitePayments>>;
+
+export async function createSqlitePayments(name: 'sqlite' | 'libsql') {
+  const file = await createSqliteFile();
+  const open = (log?: Logger) =>
+    (name === 'sqlite' ? file.betterSqlite({ log }) : file.libsql({ log })) as Kysely<AppDB>;
+  // Closed after: the tests open their own connections.
+  const setup = open();
+  try {
+    await sql`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, amount INTEGER NOT NULL, note TEXT)`.execute(
+      setup,
+    );
+  } finally {
+    await setup.destroy();
+  }
+  return { file, open };
+}
+
 export async function openDialectBackend(name: DialectBackendName): Promise<DialectBackend> {
   if (name === 'pg-fast' || name === 'pg-general' || name === 'pglite') {
     const pg = await openBackend(name);
@@ -128,13 +150,8 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
       },
     };
   }
-  const file = await createSqliteFile();
-  const open = (log?: Logger) =>
-    (name === 'sqlite' ? file.betterSqlite({ log }) : file.libsql({ log })) as Kysely<AppDB>;
+  const { file, open } = await createSqlitePayments(name);
   const db = open();
-  await sql`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, amount INTEGER NOT NULL, note TEXT)`.execute(
-    db,
-  );
   return {
     name,
     dialect: 'sqlite',

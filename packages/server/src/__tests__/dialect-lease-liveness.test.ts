@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { TRPCError } from '@trpc/server';
-import { createMariaDbDatabase, createSqliteFile, type MariaDbDatabase } from '@trpc-idempotency/test-db';
+import { createMariaDbDatabase, type MariaDbDatabase } from '@trpc-idempotency/test-db';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MysqlStatements } from '../store/dialects/mysql/mysql-statements.js';
 import { parseTableName } from '../store/table-name.js';
 import { makeDialectApp } from './dialect-app.js';
+import { createSqlitePayments, type SqlitePayments } from './dialect-backends.js';
 import { expectReason, failure, reasonOf } from './expectations.js';
 import { type AppDB, deferred, sleep, until } from './harness.js';
 
@@ -326,15 +327,11 @@ describe('lease liveness on mariadb', () => {
  * claim, and write-lock contention never makes a live holder give its key up after its handler ran.
  */
 describe.each(['sqlite', 'libsql'] as const)('lease liveness on %s', (name) => {
-  let file: Awaited<ReturnType<typeof createSqliteFile>>;
-  const open = () => (name === 'sqlite' ? file.betterSqlite() : file.libsql()) as Kysely<AppDB>;
+  let file: SqlitePayments['file'];
+  let open: SqlitePayments['open'];
   beforeAll(async () => {
-    file = await createSqliteFile();
-    const db = open();
-    await sql`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, amount INTEGER NOT NULL, note TEXT)`.execute(
-      db,
-    );
-    await makeDialectApp({ db }).idempotency.migrate();
+    ({ file, open } = await createSqlitePayments(name));
+    await makeDialectApp({ db: open() }).idempotency.migrate();
   });
   afterAll(() => file?.drop());
 
