@@ -13,6 +13,7 @@ DB="bench_claim_shapes_$$"
 ADMIN="${URL%/*}/postgres"
 DIR="$(mktemp -d)"
 trap 'psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true; rm -rf "$DIR"' EXIT
+[[ -n "${KEEP_SCRIPTS:-}" ]] && trap 'psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true; cp -r "$DIR" "$KEEP_SCRIPTS"' EXIT
 psql -q "$ADMIN" -c "CREATE DATABASE $DB"
 TARGET="${URL%/*}/$DB"
 psql -q "$TARGET" <<'SQL'
@@ -22,6 +23,11 @@ CREATE TABLE idempotency_keys (
   response text, created_at timestamptz NOT NULL DEFAULT clock_timestamp(), expires_at timestamptz NOT NULL,
   PRIMARY KEY (scope, key));
 CREATE INDEX ON idempotency_keys (expires_at);
+-- The same table with a cheaper index for expiry (BRIN: one summary per block range, not one entry per row), and
+-- with none at all (the key row's floor without it): only the expiry purge reads that index.
+CREATE TABLE idempotency_keys_brin (LIKE idempotency_keys INCLUDING ALL EXCLUDING INDEXES, PRIMARY KEY (scope, key));
+CREATE INDEX ON idempotency_keys_brin USING brin (expires_at);
+CREATE TABLE idempotency_keys_noexp (LIKE idempotency_keys INCLUDING ALL EXCLUDING INDEXES, PRIMARY KEY (scope, key));
 CREATE TABLE classic_keys (key text PRIMARY KEY, fingerprint text NOT NULL, status text NOT NULL, response text);
 CREATE TABLE payments (id serial PRIMARY KEY, account_id int NOT NULL, amount int NOT NULL, ref text);
 CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL);
@@ -95,9 +101,31 @@ shape split-simple "BEGIN" "${CLAIM//E\'k:k\'/(E\'k\' || :k::text)}" "SAVEPOINT 
 cp "$DIR/split-simple.sql" "$DIR/split-prepared.sql"
 shape pay-plain "BEGIN" "$PLOCK" "$PAY" "$PDEBIT" "COMMIT"
 shape pay-now "BEGIN\\; $CLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
+shape pay-function "BEGIN\\; SELECT claim($K, $FP, E'light', 86400000, 5000) AS expires_ms\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
 shape pay-nosp "BEGIN\\; $CLAIM" "$PLOCK" "$PAY" "$PDEBIT" "$COMPLETE\\; COMMIT"
 shape pay-bare "BEGIN\\; $BARE" "$PLOCK" "$PAY" "$PDEBIT" "$COMPLETE\\; COMMIT"
 shape pay-single "BEGIN\\; $SLOCK\\; $SREAD\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $SINSERT\\; COMMIT"
+# The index for expiry as BRIN, and absent: the same texts on the other two tables.
+for v in brin noexp; do
+  for base in now pay-now; do sed "s/idempotency_keys /idempotency_keys_$v /g" "$DIR/$base.sql" > "$DIR/$base-$v.sql"; done
+done
+# Today's claim and completion as SQL-level prepared statements, prepared once per connection (pgbench keeps a
+# variable per client: -D prepared=0 and \set), executed inside the same one-text round trips.
+PCLAIM="PREPARE claim_p(text, text, text, text) AS ${CLAIM/"$K, $FP, E'light'"/\$1, \$2, \$3, \$4}"
+PCOMPLETE="PREPARE complete_p(text, text, text) AS UPDATE $T SET status = 'done', response = \$3, locked_until = NULL WHERE scope = \$1 AND key = \$2"
+RESPONSE="E'{\"v\":1,\"ok\":true,\"data\":{\"id\":502}}'"
+prepare_once() { printf '\\if :prepared = 0\n%s;\n%s;\n\\set prepared 1\n\\endif\n' "$PCLAIM" "$PCOMPLETE"; }
+with_prepare() { { prepare_once; cat "$DIR/$1.sql"; } > "$DIR/$1.tmp" && mv "$DIR/$1.tmp" "$DIR/$1.sql"; }
+XCLAIM="EXECUTE claim_p($K, $FP, E'light')"
+XCOMPLETE="EXECUTE complete_p(E'bench', E'k:k', $RESPONSE)"
+shape now-exec "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $XCOMPLETE\\; COMMIT"
+shape pay-now-exec "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $XCOMPLETE\\; COMMIT"
+shape now-exec1 "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
+shape pay-now-exec1 "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
+with_prepare now-exec1
+with_prepare pay-now-exec1
+with_prepare now-exec
+with_prepare pay-now-exec
 shape classic "INSERT INTO classic_keys (key, fingerprint, status) VALUES (E'k:k', $FP, 'in_progress') ON CONFLICT (key) DO NOTHING RETURNING key" "$PAY" "UPDATE classic_keys SET status = 'done', response = E'{}' WHERE key = E'k:k'"
 
 SHAPES=(${SHAPES:-plain bare before now now+read function classic now-nosp now-nobound single split-simple split-prepared pay-plain pay-now pay-nosp pay-bare pay-single})
@@ -107,7 +135,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
   # Rotate the order each round so no shape always runs first or last.
   for ((i = 0; i < ${#SHAPES[@]}; i++)); do
     s="${SHAPES[$(((i + round) % ${#SHAPES[@]}))]}"
-    tps=$(pgbench -n -M "$(mode "$s")" -c 16 -j 2 -T "$SECONDS_PER_CELL" -f "$DIR/$s.sql" "$TARGET" 2>/dev/null | awk '/^tps/ {print int($3)}')
+    tps=$(pgbench -n -M "$(mode "$s")" -D prepared=0 -c 16 -j 2 -T "$SECONDS_PER_CELL" -f "$DIR/$s.sql" "$TARGET" 2>/dev/null | awk '/^tps/ {print int($3)}')
     TPS[$s]="${TPS[$s]:-} $tps"
     echo "round $round  $s  $tps tps"
   done

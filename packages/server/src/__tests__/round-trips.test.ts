@@ -2,23 +2,32 @@ import { createMariaDbDatabase, type MariaDbDatabase } from '@trpc-idempotency/t
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PgPoolLike } from '../index.js';
+import type { PgClientLike, PgPoolLike } from '../index.js';
 import { makeDialectApp } from './dialect-app.js';
 import { type AppDB, type Backend, makeApp, openBackend } from './harness.js';
 
-/** Counts every statement text sent through a pool (one `query` call is one round trip). */
+/**
+ * Counts every statement text sent through a pool (one `query` call is one round trip). Like `pg`'s own pool it
+ * hands out one object per connection (the fast path keeps what it prepared on a connection by its client object).
+ */
 function countingPool(pool: pg.Pool) {
   const sent: string[] = [];
+  const wrappers = new WeakMap<pg.PoolClient, PgClientLike>();
   const counted: PgPoolLike = {
     connect: async () => {
       const client = await pool.connect();
-      return {
-        query: (text: string, values?: readonly unknown[]) => {
-          sent.push(text);
-          return client.query(text, values as unknown[]) as never;
-        },
-        release: (error?: Error | boolean) => client.release(error as Error | undefined),
-      };
+      let wrapper = wrappers.get(client);
+      if (!wrapper) {
+        wrapper = {
+          query: (text: string, values?: readonly unknown[]) => {
+            sent.push(text);
+            return client.query(text, values as unknown[]) as never;
+          },
+          release: (error?: Error | boolean) => client.release(error as Error | undefined),
+        };
+        wrappers.set(client, wrapper);
+      }
+      return wrapper;
     },
   };
   return { pool: counted, sent };
@@ -37,13 +46,22 @@ describe('round trips per call', () => {
   afterAll(() => backend?.close());
 
   it('pg fast path, transaction mode: 2 of ours on a first execution, 0 on a cached replay', async () => {
-    const counting = countingPool(backend.newPool());
+    const raw = backend.newPool();
+    raw.options.max = 1; // one connection, so the second call finds what the first prepared
+    const counting = countingPool(raw);
     const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool: counting.pool as never }) });
     const app = makeApp({ db, pool: counting.pool as never });
+    await app.caller('rt-fast-0', 'rt').payments.create({ amount: 1 });
+    // A new connection first gets the claim and the completion prepared, in a round trip of its own, once.
+    expect(counting.sent).toHaveLength(4);
+    expect(counting.sent[0]).toMatch(
+      /^PREPARE trpc_idempotency_claim_\w+ [\s\S]*;\nPREPARE trpc_idempotency_complete_/,
+    );
+    counting.sent.length = 0;
     await app.caller('rt-fast', 'rt').payments.create({ amount: 1 });
     expect(counting.sent).toHaveLength(3); // claim batch, the handler's INSERT, completion batch
-    expect(counting.sent[0]).toMatch(/^BEGIN/);
-    expect(counting.sent[2]).toMatch(/COMMIT$/);
+    expect(counting.sent[0]).toMatch(/^BEGIN[^;]*;\nEXECUTE trpc_idempotency_claim_\w+\(E'user:rt', E'rt-fast', /);
+    expect(counting.sent[2]).toMatch(/^RELEASE SAVEPOINT \w+;\nEXECUTE trpc_idempotency_complete_\w+\([\s\S]*COMMIT$/);
     counting.sent.length = 0;
     await app.caller('rt-fast', 'rt').payments.create({ amount: 1 });
     expect(counting.sent).toHaveLength(0);
@@ -70,21 +88,25 @@ describe('round trips per call', () => {
 
   it('general path (Kysely only) on node-postgres, transaction mode: 2 of ours (claim + BEGIN, completion + COMMIT)', async () => {
     const sent: string[] = [];
+    const pool = backend.newPool();
+    pool.options.max = 1; // one connection: the second call finds what the first prepared on it
     const db = new Kysely<AppDB>({
-      dialect: new PostgresDialect({ pool: backend.newPool() }),
+      dialect: new PostgresDialect({ pool }),
       log: (event) => {
         sent.push(event.query.sql); // a failed query is logged too (level 'error')
       },
     });
     const app = makeApp({ db, pool: undefined });
     await app.caller('rt-general-warm', 'rt').payments.create({ amount: 1 }); // detects the dialect once
+    // The claim, takeover and completion are prepared on a connection once, in a round trip of their own.
+    expect(sent.filter((s) => s.startsWith('PREPARE trpc_idempotency_'))).toHaveLength(1);
     sent.length = 0;
     await app.caller('rt-general', 'rt').payments.create({ amount: 1 });
     // Texts, one round trip each: BEGIN + claim + savepoint + check, the handler's INSERT, completion + COMMIT.
     expect(sent).toHaveLength(3);
-    expect(sent[0]).toMatch(/^BEGIN[\s\S]*INSERT[\s\S]*SAVEPOINT[\s\S]*SELECT 1 \/ count/);
+    expect(sent[0]).toMatch(/^BEGIN[\s\S]*EXECUTE trpc_idempotency_claim_[\s\S]*SAVEPOINT[\s\S]*SELECT 1 \/ count/);
     expect(sent[1]).toMatch(/^insert into "payments"/);
-    expect(sent[2]).toMatch(/^RELEASE SAVEPOINT[\s\S]*UPDATE[\s\S]*COMMIT$/);
+    expect(sent[2]).toMatch(/^RELEASE SAVEPOINT[\s\S]*EXECUTE trpc_idempotency_complete_[\s\S]*COMMIT$/);
     sent.length = 0;
     const uncached = makeApp({ db, pool: undefined }, { cache: false });
     await uncached.caller('rt-general', 'rt').payments.create({ amount: 1 });

@@ -12,6 +12,7 @@ import {
   responseTooLarge,
   responseToStore,
 } from '../middleware/outcomes.js';
+import { lostPreparedStatement } from '../store/prepared-statements.js';
 import type { Row, Session, Statement } from '../store/session.js';
 import { committedBefore } from '../store/snapshot.js';
 
@@ -36,6 +37,9 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
     try {
       claim = await claimKey(rt, call, takeOver);
     } catch (error) {
+      // The connection had lost the claim's prepared statement (DISCARD ALL, a pooler): the transaction failed at
+      // it, before anything ran, and the store sends plain texts now. Claim again.
+      if (lostPreparedStatement(error) && attempt < MAX_CLAIM_ATTEMPTS) continue;
       throw claimFailure(rt, call, error);
     }
     if (claim.session) return await runOwned(rt, call, next, claim.session, claim.sentAt);
@@ -75,7 +79,8 @@ async function claimKey(
   const claim = takeOver ? sql.takeOverTransaction(values, waitMs) : sql.claimTransaction(values, waitMs);
   // The row's expiry counts from the claim by the database's clock: on ours, no earlier than from now.
   const sentAt = performance.now();
-  const joined = store.beginClaim?.([claim, sql.savepoint()], call);
+  // With prepared statements the round trip also probes the completion's (see Statements.probeCompletion).
+  const joined = store.beginClaim?.([claim, ...sql.probeCompletion(), sql.savepoint()], call);
   if (joined) {
     // The general path on node-postgres: claim and savepoint in one round trip, ownership told by a check.
     const { session, owned } = await joined;
@@ -83,7 +88,9 @@ async function claimKey(
     const readAt = performance.now();
     return { existing: (await session.finish([sql.select(call)]))[0]?.[0], readAt };
   }
-  const { session, rows } = await store.begin(store.pipelined ? [claim, sql.savepoint()] : [claim]);
+  const { session, rows } = await store.begin(
+    store.pipelined ? [claim, ...sql.probeCompletion(), sql.savepoint()] : [claim],
+  );
   const owned = rows[0]?.[0];
   if (owned?.expires_ms == null) {
     // The row's expiry is read relative to the database's clock and counted on ours from before the read.

@@ -1,6 +1,7 @@
 import { CompiledQuery, type ControlledTransaction, type Kysely, type QueryExecutor } from 'kysely';
 import { type HeldConnection, holdConnection } from './dialects/held-connection.js';
 import { SessionConnectionProvider } from './handler-db.js';
+import { isExecute, noticeLostStatements, type PreparedStatements, prepareOn } from './prepared-statements.js';
 import { CommitRolledBackError, type Row, runThenRollback, type Session } from './session.js';
 
 /**
@@ -92,10 +93,12 @@ export class JoinedSession implements Session {
   #provider: SessionConnectionProvider;
   #root: Kysely<any>;
   #done = false;
+  #prepared: PreparedStatements | undefined;
 
-  private constructor(held: HeldConnection, root: Kysely<any>) {
+  private constructor(held: HeldConnection, root: Kysely<any>, prepared?: PreparedStatements) {
     this.#held = held;
     this.#root = root;
+    this.#prepared = prepared;
     this.#provider = new SessionConnectionProvider(held.connection);
     // The handler's queries keep the app's plugins (CamelCasePlugin, …).
     this.executor = root.getExecutor().withConnectionProvider(this.#provider);
@@ -127,9 +130,14 @@ export class JoinedSession implements Session {
     statements: readonly string[],
     check: string,
     rollbackToSavepoint: string,
+    prepared?: PreparedStatements,
   ): Promise<{ session: JoinedSession; owned: boolean }> {
-    const session = new JoinedSession(await holdConnection(db, sameRow), db);
+    const held = await holdConnection(db, sameRow);
+    const session = new JoinedSession(held, db, prepared);
     try {
+      // Kysely's driver keeps one DatabaseConnection object per connection: what was prepared on it is known.
+      if (prepared && statements.some(isExecute))
+        await prepareOn(held.connection, (text) => held.query(text), prepared);
       await session.#send([BEGIN, ...statements, check]);
       return { session, owned: true };
     } catch (error) {
@@ -188,8 +196,13 @@ export class JoinedSession implements Session {
   }
 
   /** One text, one round trip: node-postgres sends a text without parameters over the simple protocol. */
-  #send(statements: readonly string[]) {
-    return this.#held.query(statements.join(';\n'));
+  async #send(statements: readonly string[]) {
+    try {
+      return await this.#held.query(statements.join(';\n'));
+    } catch (error) {
+      noticeLostStatements(this.#held.connection, this.#prepared, error);
+      throw error;
+    }
   }
 
   #release(): void {

@@ -1,6 +1,7 @@
 import type { CompiledQuery, DatabaseConnection, Kysely, QueryExecutor, QueryResult } from 'kysely';
 import { SessionConnectionProvider } from './handler-db.js';
 import type { PgClientLike, PgPoolLike, PgResultLike } from './pg-pool-like.js';
+import { isExecute, noticeLostStatements, type PreparedStatements, prepareOn } from './prepared-statements.js';
 import { CommitRolledBackError, type Row, type Session } from './session.js';
 
 /**
@@ -19,8 +20,11 @@ export class PgSession implements Session {
     this.#broken = error;
   };
 
-  private constructor(client: PgClientLike, root: Kysely<any>) {
+  #prepared: PreparedStatements | undefined;
+
+  private constructor(client: PgClientLike, root: Kysely<any>, prepared: PreparedStatements | undefined) {
     this.#client = client;
+    this.#prepared = prepared;
     client.on?.('error', this.#onError);
     this.#provider = new SessionConnectionProvider(new PgClientConnection(client));
     this.executor = root.getExecutor().withConnectionProvider(this.#provider);
@@ -35,10 +39,12 @@ export class PgSession implements Session {
     root: Kysely<any>,
     statements: readonly string[],
     before: readonly string[] = [],
+    prepared?: PreparedStatements,
   ): Promise<{ session: PgSession; rows: Row[][] }> {
     const client = await pool.connect();
-    const session = new PgSession(client, root);
+    const session = new PgSession(client, root, prepared);
     try {
+      if (prepared && statements.some(isExecute)) await prepareOn(client, (text) => client.query(text), prepared);
       const rows = await session.#send([...before, 'BEGIN ISOLATION LEVEL READ COMMITTED', ...statements]);
       rows.splice(before.length, 1);
       return { session, rows };
@@ -97,7 +103,13 @@ export class PgSession implements Session {
   }
 
   async #sendRaw(statements: readonly string[]): Promise<PgResultLike[]> {
-    const result = await this.#client.query(statements.join(';\n'));
+    let result: PgResultLike | PgResultLike[];
+    try {
+      result = await this.#client.query(statements.join(';\n'));
+    } catch (error) {
+      noticeLostStatements(this.#client, this.#prepared, error);
+      throw error;
+    }
     return Array.isArray(result) ? result : [result];
   }
 

@@ -3,6 +3,7 @@ import { AsyncMutex } from './async-mutex.js';
 import { JoinedSession, KyselySession } from './kysely-session.js';
 import type { PgPoolLike } from './pg-pool-like.js';
 import { PgSession } from './pg-session.js';
+import type { PreparedStatements } from './prepared-statements.js';
 import { RenewalClient } from './renewal-client.js';
 import type { Row, Session } from './session.js';
 import { claimedCheck, type RowKey, SAVEPOINT } from './statements.js';
@@ -24,10 +25,15 @@ export class Store {
   /** General path only: the driver sends a text of several statements in one round trip (see JoinedSession). */
   #joined = false;
   #table: TableName;
+  /** Fast path only: the claim and completion prepared once per connection. */
+  #prepared: PreparedStatements | undefined;
 
-  constructor(db: Kysely<any>, pool: PgPoolLike | undefined, table: TableName) {
+  constructor(db: Kysely<any>, pool: PgPoolLike | undefined, table: TableName, prepared?: PreparedStatements) {
     this.root = db;
     this.#table = table;
+    this.#prepared = prepared;
+    // The fast path holds its connections; the general path learns in `ready` whether it may (see #detect).
+    if (prepared) prepared.enabled = pool !== undefined;
     this.#own = db.withoutPlugins();
     this.#pool = pool;
     this.#renewal = pool ? RenewalClient.of(pool) : undefined;
@@ -83,6 +89,9 @@ export class Store {
     } catch {
       this.#joined = false;
     }
+    // Joined claims run on a connection held through Kysely's driver, one object per connection: the claim and the
+    // completion can be prepared on it as on the fast path.
+    if (this.#prepared) this.#prepared.enabled = this.#joined;
   }
 
   /** Opens a READ COMMITTED transaction and runs `statements` in it (one round trip on the fast path). */
@@ -91,7 +100,7 @@ export class Store {
     const unlock = await this.#mutex?.lock();
     try {
       const opened = this.#pool
-        ? await PgSession.begin(this.#pool, this.root, statements)
+        ? await PgSession.begin(this.#pool, this.root, statements, [], this.#prepared)
         : this.#joined
           ? await JoinedSession.begin(this.root, statements)
           : await KyselySession.begin(this.root, statements);
@@ -113,6 +122,7 @@ export class Store {
       statements,
       claimedCheck(this.#table, key),
       `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`,
+      this.#prepared,
     );
   }
 

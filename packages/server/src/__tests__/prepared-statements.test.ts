@@ -1,0 +1,237 @@
+import { initTRPC, TRPCError } from '@trpc/server';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createIdempotency, idempotencyErrorFormatter, type PgClientLike, type PgPoolLike } from '../index.js';
+import { type AppDB, type Backend, type Ctx, makeApp, openBackend } from './harness.js';
+
+/**
+ * The pg fast path prepares its claim and completion once per connection (see store/prepared-statements.ts). What
+ * must hold whatever happens to those statements: every call runs its handler once, and a connection that lost them
+ * (DISCARD ALL, DEALLOCATE, a pooler) or had them already costs a retry, never a wrong or lost answer.
+ */
+describe.each(['pg-fast', 'pg-general'] as const)('%s: prepared claim, takeover and completion', (name) => {
+  let backend: Backend;
+  beforeAll(async () => {
+    backend = await openBackend(name);
+    await makeApp(backend).idempotency.migrate();
+  });
+  afterAll(() => backend?.close());
+
+  /**
+   * A pool of one connection, so the test can look at (and break) the connection the middleware uses; `pool` is
+   * what the app passes to createIdempotency (the general path passes none).
+   */
+  function onePool() {
+    const raw = backend.newPool();
+    raw.options.max = 1;
+    const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool: raw }) });
+    return { raw, db, pool: name === 'pg-fast' ? raw : undefined };
+  }
+  const ours = async (pool: pg.Pool) =>
+    (await pool.query<{ name: string }>('SELECT name FROM pg_prepared_statements ORDER BY name')).rows
+      .map((r) => r.name)
+      .filter((name) => name.startsWith('trpc_idempotency_'));
+  const paymentsOf = async (userId: string) =>
+    Number(
+      (await backend.query<{ n: string }>(`SELECT count(*) AS n FROM payments WHERE user_id = '${userId}'`))[0]?.n,
+    );
+
+  it('prepares the claim, the takeover and the completion once per connection', async () => {
+    const { raw, db, pool } = onePool();
+    const app = makeApp({ db, pool });
+    expect(await ours(raw)).toEqual([]);
+    const first = await app.caller('prep-1', 'prep').payments.create({ amount: 1 });
+    const names = await ours(raw);
+    expect(names.map((n) => n.replace(/_[0-9a-f]{16}$/, ''))).toEqual([
+      'trpc_idempotency_claim',
+      'trpc_idempotency_complete',
+      'trpc_idempotency_take_over',
+    ]);
+    for (let i = 2; i <= 5; i++) await app.caller(`prep-${i}`, 'prep').payments.create({ amount: i });
+    expect(await ours(raw)).toEqual(names);
+    expect(app.control.runs).toBe(5);
+    // A replay from the table (no cache) answers what the prepared completion stored.
+    const uncached = makeApp({ db, pool }, { cache: false });
+    expect(await uncached.caller('prep-1', 'prep').payments.create({ amount: 1 })).toEqual(first);
+    expect(uncached.control.runs).toBe(0);
+  });
+
+  it('a connection that lost them between calls (DISCARD ALL) claims again with plain texts: one run per key', async () => {
+    const { raw, db, pool } = onePool();
+    const app = makeApp({ db, pool });
+    const a = await app.caller('discard-a', 'discard').payments.create({ amount: 1 });
+    expect(await ours(raw)).toHaveLength(3);
+    await raw.query('DISCARD ALL'); // the same (only) connection: what a pooler's reset query does
+    const b = await app.caller('discard-b', 'discard').payments.create({ amount: 2 });
+    const c = await app.caller('discard-c', 'discard').payments.create({ amount: 3 });
+    expect(app.control.runs).toBe(3);
+    expect(await paymentsOf('discard')).toBe(3);
+    // From then on the instance sends plain texts: nothing is prepared again.
+    expect(await ours(raw)).toEqual([]);
+    const uncached = makeApp({ db, pool }, { cache: false });
+    expect(await uncached.caller('discard-a', 'discard').payments.create({ amount: 1 })).toEqual(a);
+    expect(await uncached.caller('discard-b', 'discard').payments.create({ amount: 2 })).toEqual(b);
+    expect(await uncached.caller('discard-c', 'discard').payments.create({ amount: 3 })).toEqual(c);
+    expect(uncached.control.runs + app.control.runs).toBe(3);
+  });
+
+  /** The names this package prepares for the default table, read off a connection it used. */
+  async function ourNames(): Promise<Record<'claim' | 'complete' | 'take_over', string>> {
+    const { raw, db, pool } = onePool();
+    await makeApp({ db, pool }).caller('names-probe', 'names').payments.create({ amount: 1 });
+    const names = await ours(raw);
+    const named = (label: string) =>
+      names.find((n) => n.replace(/_[0-9a-f]{16}$/, '') === `trpc_idempotency_${label}`) ?? '';
+    return { claim: named('claim'), complete: named('complete'), take_over: named('take_over') };
+  }
+
+  it('a connection that lost only the completion (DEALLOCATE of its name) claims again before the handler runs', async () => {
+    const { complete } = await ourNames();
+    const { raw, db, pool } = onePool();
+    const app = makeApp({ db, pool });
+    await app.caller('partial-1', 'partial').payments.create({ amount: 1 });
+    await raw.query(`DEALLOCATE ${complete}`);
+    // No 500 and no second run: the claim's round trip finds the completion missing before the handler runs.
+    const answer = await app.caller('partial-2', 'partial').payments.create({ amount: 2 });
+    expect(app.control.runs).toBe(2);
+    expect(await paymentsOf('partial')).toBe(2);
+    const uncached = makeApp({ db, pool }, { cache: false });
+    expect(await uncached.caller('partial-2', 'partial').payments.create({ amount: 2 })).toEqual(answer);
+    expect(uncached.control.runs).toBe(0);
+  });
+
+  it("a statement of ours' name that is not ours is replaced, never run as the claim", async () => {
+    const { claim } = await ourNames();
+    await backend.query('CREATE TABLE IF NOT EXISTS squatter_hits (at timestamptz DEFAULT now())');
+    const raw = backend.newPool();
+    raw.options.max = 1;
+    // Another statement holds the claim's name before the middleware first uses the connection; it answers as if it
+    // had claimed the key (a row with expires_ms) without writing one.
+    raw.on('connect', (client) => {
+      void client
+        .query(
+          `PREPARE ${claim} (text, text, text, text, float8, int) AS INSERT INTO squatter_hits DEFAULT VALUES
+           RETURNING 1e15::float8 AS expires_ms, 'x'::text AS lock_timeout_restored`,
+        )
+        .catch(() => {});
+    });
+    const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool: raw }) });
+    const app = makeApp({ db, pool: name === 'pg-fast' ? raw : undefined }, { cache: false });
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await app.caller('squat-1', 'squat').payments.create({ amount: 1 }));
+    expect(app.control.runs).toBe(1);
+    expect(await paymentsOf('squat')).toBe(1);
+    expect(new Set(answers.map((a) => JSON.stringify(a))).size).toBe(1);
+    expect(await backend.query('SELECT 1 FROM squatter_hits')).toEqual([]);
+  });
+
+  it('a handler that deallocates them inside its transaction fails with nothing committed; the retry runs once', async () => {
+    const { db, pool } = onePool();
+    const t = initTRPC.context<Ctx>().create({ errorFormatter: idempotencyErrorFormatter });
+    let runs = 0;
+    const idempotency = createIdempotency({ db, pool, scope: ({ ctx }: { ctx: Ctx }) => `user:${ctx.userId}` });
+    const router = t.router({
+      pay: t.procedure.use(idempotency.middleware).mutation(async ({ ctx }) => {
+        runs++;
+        await sql`DEALLOCATE ALL`.execute(ctx.idempotency.db);
+        await ctx.idempotency.db.insertInto('payments').values({ user_id: 'dealloc', amount: 1 }).execute();
+        return { run: runs };
+      }),
+    });
+    const call = () => router.createCaller({ userId: 'dealloc', headers: { 'idempotency-key': 'dealloc-1' } }).pay();
+    const failed = await call().catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(TRPCError);
+    expect((failed as TRPCError).code).toBe('INTERNAL_SERVER_ERROR');
+    expect((failed as TRPCError).message).toMatch(/nothing was stored: retry with the same key/);
+    expect(await paymentsOf('dealloc')).toBe(0);
+    expect(await backend.query(`SELECT 1 FROM idempotency_keys WHERE key = 'dealloc-1'`)).toEqual([]);
+    // The retry sends the completion as plain text: it commits, once.
+    expect(await call()).toEqual({ run: 2 });
+    expect(await call()).toEqual({ run: 2 });
+    expect(runs).toBe(2);
+    expect(await paymentsOf('dealloc')).toBe(1);
+  });
+
+  it('a new connection whose first claim is a takeover of an expired row has the completion prepared too', async () => {
+    const first = onePool();
+    const app = makeApp(first, { ttl: 200 });
+    await app.caller('expired-1', 'expired').payments.create({ amount: 1 });
+    await new Promise((r) => setTimeout(r, 300));
+    const second = onePool(); // a new connection: nothing prepared on it yet
+    const taker = makeApp(second, { ttl: 200 });
+    expect(await taker.caller('expired-1', 'expired').payments.create({ amount: 2 })).toMatchObject({ amount: 2 });
+    expect(taker.control.takeovers).toEqual([false]);
+    expect(await paymentsOf('expired')).toBe(2);
+    expect(await ours(second.raw)).toHaveLength(3);
+  });
+
+  it.runIf(name === 'pg-fast')('a takeover that lands on another, new connection than its claim', async () => {
+    const first = onePool();
+    await makeApp(first, { ttl: 200 }).caller('moved-1', 'moved').payments.create({ amount: 1 });
+    await new Promise((r) => setTimeout(r, 300));
+    // Each checkout comes from a pool of its own: the claim (which finds the expired row) runs on one new connection,
+    // the takeover on another, where nothing was prepared.
+    const connects: pg.Pool[] = [];
+    const hopping: PgPoolLike = {
+      connect: () => {
+        const next = backend.newPool();
+        connects.push(next);
+        return next.connect() as never;
+      },
+    };
+    const taker = makeApp({ db: first.db, pool: hopping as never }, { ttl: 200 });
+    expect(await taker.caller('moved-1', 'moved').payments.create({ amount: 2 })).toMatchObject({ amount: 2 });
+    expect(connects).toHaveLength(2);
+    expect(await paymentsOf('moved')).toBe(2);
+  });
+
+  it.runIf(name === 'pg-fast')(
+    'a connection that has them already (a new client object per checkout) is not an error',
+    async () => {
+      const { raw: pool } = onePool();
+      // A pool wrapper that hands out a new object for the same connection each time: the fast path cannot tell it
+      // prepared there, and its PREPARE finds the names taken (42P05).
+      const wrapping: PgPoolLike = {
+        connect: async () => {
+          const client = await pool.connect();
+          const fresh: PgClientLike = {
+            query: (text: string, values?: readonly unknown[]) => client.query(text, values as unknown[]) as never,
+            release: (error?: Error | boolean) => client.release(error as Error | undefined),
+          };
+          return fresh;
+        },
+      };
+      const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool }) });
+      const app = makeApp({ db, pool: wrapping as never });
+      const answers = [];
+      for (let i = 1; i <= 4; i++)
+        answers.push(await app.caller(`wrapped-${i}`, 'wrapped').payments.create({ amount: i }));
+      expect(app.control.runs).toBe(4);
+      expect(await paymentsOf('wrapped')).toBe(4);
+      const uncached = makeApp({ db, pool: wrapping as never }, { cache: false });
+      for (let i = 1; i <= 4; i++) {
+        expect(await uncached.caller(`wrapped-${i}`, 'wrapped').payments.create({ amount: i })).toEqual(answers[i - 1]);
+      }
+      expect(uncached.control.runs).toBe(0);
+    },
+  );
+
+  it('concurrent duplicates on connections preparing for the first time: one run per key', async () => {
+    const raw = backend.newPool(); // 4 new connections, all preparing at once
+    const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool: raw }) });
+    const app = makeApp({ db, pool: name === 'pg-fast' ? raw : undefined }, { wait: 10_000 });
+    app.control.delayMs = 20;
+    const keys = ['cold-1', 'cold-2', 'cold-3', 'cold-4'];
+    const settled = await Promise.allSettled(
+      keys.flatMap((key) => [1, 2, 3, 4].map(() => app.caller(key, 'cold').payments.create({ amount: 1 }))),
+    );
+    expect(settled.filter((s) => s.status === 'rejected')).toEqual([]);
+    expect(app.control.runs).toBe(4);
+    expect(await paymentsOf('cold')).toBe(4);
+    for (let k = 0; k < keys.length; k++) {
+      const answers = settled.slice(k * 4, k * 4 + 4).map((s) => (s as PromiseFulfilledResult<unknown>).value);
+      expect(new Set(answers.map((a) => JSON.stringify(a))).size).toBe(1);
+    }
+  });
+});
