@@ -122,6 +122,13 @@ shape now-exec "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; 
 shape pay-now-exec "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $XCOMPLETE\\; COMMIT"
 shape now-exec1 "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
 shape pay-now-exec1 "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $COMPLETE\\; COMMIT"
+# What the middleware sends now: the prepared claim, plus the completion's EXECUTE on no row in the claim's round
+# trip (a connection that lost the completion fails before the handler runs).
+XPROBE="EXECUTE complete_p(E'', E'', E'')"
+shape now-exec-probe "BEGIN\\; $XCLAIM\\; $XPROBE\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $XCOMPLETE\\; COMMIT"
+shape pay-now-exec-probe "BEGIN\\; $XCLAIM\\; $XPROBE\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $XCOMPLETE\\; COMMIT"
+with_prepare now-exec-probe
+with_prepare pay-now-exec-probe
 with_prepare now-exec1
 with_prepare pay-now-exec1
 with_prepare now-exec

@@ -75,6 +75,14 @@ try {
     await oursOptions.migrateOurs(tdb.db, undefined);
     contenders.push({ name: 'ours-tx', kind: 'ours', mode: 'transaction' });
     if (supportsPool) contenders.push({ name: 'ours-tx+pool', kind: 'ours', mode: 'transaction', pool: true });
+    // BENCH_BEFORE_DIST=<another build's packages/server/dist>: that build too, as `-before` contenders, for an A/B
+    // of two builds in one run (interleaved rounds, same machine state).
+    if (process.env.BENCH_BEFORE_DIST) {
+      contenders.push(
+        { name: 'ours-tx+pool-before', kind: 'ours', mode: 'transaction', pool: true },
+        { name: 'ours-tx-before', kind: 'ours', mode: 'transaction' },
+      );
+    }
     contenders.push({ name: 'ours-lease', kind: 'ours', mode: 'lease' });
     if (supportsPool) contenders.push({ name: 'ours-lease+pool', kind: 'ours', mode: 'lease', pool: true });
     contenders.push({

@@ -12,7 +12,10 @@ export async function oursMiddleware(
   db: Kysely<any>,
   pool: pg.Pool | undefined,
 ): Promise<BenchMiddleware> {
-  const { createIdempotency } = await import('@trpc-idempotency/server');
+  // A `-before` contender runs the build in BENCH_BEFORE_DIST (see main.ts).
+  const { createIdempotency } = spec.name.endsWith('-before')
+    ? await import(`${process.env.BENCH_BEFORE_DIST}/index.js`)
+    : await import('@trpc-idempotency/server');
   const options: Record<string, unknown> = {
     db,
     scope: () => 'bench',

@@ -52,16 +52,16 @@ describe('round trips per call', () => {
     const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool: counting.pool as never }) });
     const app = makeApp({ db, pool: counting.pool as never });
     await app.caller('rt-fast-0', 'rt').payments.create({ amount: 1 });
-    // A new connection first gets the claim and the completion prepared, in a round trip of its own, once.
+    // A new connection first gets the claim prepared, in a round trip of its own, once.
     expect(counting.sent).toHaveLength(4);
     expect(counting.sent[0]).toMatch(
-      /^PREPARE trpc_idempotency_claim_\w+ [\s\S]*;\nPREPARE trpc_idempotency_complete_/,
+      /^PREPARE trpc_idempotency_claim_\w+ \(text, text, text, text, float8, int\) AS INSERT [^;]*$/,
     );
     counting.sent.length = 0;
     await app.caller('rt-fast', 'rt').payments.create({ amount: 1 });
     expect(counting.sent).toHaveLength(3); // claim batch, the handler's INSERT, completion batch
     expect(counting.sent[0]).toMatch(/^BEGIN[^;]*;\nEXECUTE trpc_idempotency_claim_\w+\(E'user:rt', E'rt-fast', /);
-    expect(counting.sent[2]).toMatch(/^RELEASE SAVEPOINT \w+;\nEXECUTE trpc_idempotency_complete_\w+\([\s\S]*COMMIT$/);
+    expect(counting.sent[2]).toMatch(/^RELEASE SAVEPOINT \w+;\nUPDATE [\s\S]*COMMIT$/);
     counting.sent.length = 0;
     await app.caller('rt-fast', 'rt').payments.create({ amount: 1 });
     expect(counting.sent).toHaveLength(0);
@@ -98,7 +98,7 @@ describe('round trips per call', () => {
     });
     const app = makeApp({ db, pool: undefined });
     await app.caller('rt-general-warm', 'rt').payments.create({ amount: 1 }); // detects the dialect once
-    // The claim, takeover and completion are prepared on a connection once, in a round trip of their own.
+    // The claim is prepared on a connection once, in a round trip of its own.
     expect(sent.filter((s) => s.startsWith('PREPARE trpc_idempotency_'))).toHaveLength(1);
     sent.length = 0;
     await app.caller('rt-general', 'rt').payments.create({ amount: 1 });
@@ -106,7 +106,7 @@ describe('round trips per call', () => {
     expect(sent).toHaveLength(3);
     expect(sent[0]).toMatch(/^BEGIN[\s\S]*EXECUTE trpc_idempotency_claim_[\s\S]*SAVEPOINT[\s\S]*SELECT 1 \/ count/);
     expect(sent[1]).toMatch(/^insert into "payments"/);
-    expect(sent[2]).toMatch(/^RELEASE SAVEPOINT[\s\S]*EXECUTE trpc_idempotency_complete_[\s\S]*COMMIT$/);
+    expect(sent[2]).toMatch(/^RELEASE SAVEPOINT[\s\S]*UPDATE[\s\S]*COMMIT$/);
     sent.length = 0;
     const uncached = makeApp({ db, pool: undefined }, { cache: false });
     await uncached.caller('rt-general', 'rt').payments.create({ amount: 1 });

@@ -79,8 +79,7 @@ async function claimKey(
   const claim = takeOver ? sql.takeOverTransaction(values, waitMs) : sql.claimTransaction(values, waitMs);
   // The row's expiry counts from the claim by the database's clock: on ours, no earlier than from now.
   const sentAt = performance.now();
-  // With prepared statements the round trip also probes the completion's (see Statements.probeCompletion).
-  const joined = store.beginClaim?.([claim, ...sql.probeCompletion(), sql.savepoint()], call);
+  const joined = store.beginClaim?.([claim, sql.savepoint()], call);
   if (joined) {
     // The general path on node-postgres: claim and savepoint in one round trip, ownership told by a check.
     const { session, owned } = await joined;
@@ -88,9 +87,7 @@ async function claimKey(
     const readAt = performance.now();
     return { existing: (await session.finish([sql.select(call)]))[0]?.[0], readAt };
   }
-  const { session, rows } = await store.begin(
-    store.pipelined ? [claim, ...sql.probeCompletion(), sql.savepoint()] : [claim],
-  );
+  const { session, rows } = await store.begin(store.pipelined ? [claim, sql.savepoint()] : [claim]);
   const owned = rows[0]?.[0];
   if (owned?.expires_ms == null) {
     // The row's expiry is read relative to the database's clock and counted on ours from before the read.

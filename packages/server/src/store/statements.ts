@@ -36,13 +36,8 @@ const EXPIRES_MS = '(extract(epoch from k.expires_at) * 1000)::float8 AS expires
  * Only a handler that outlived `ttl` moves it, to `ttl` from now: a just-stored result must not be expired already.
  */
 function stored(response: string, ttlMs: number): string {
-  return storedSql(literal(response), int(ttlMs));
-}
-
-/** `stored` over SQL expressions (literals, or a prepared statement's parameters). */
-function storedSql(response: string, ttlMs: string): string {
-  return `status = 'done', response = ${response}, locked_until = NULL,
-  expires_at = CASE WHEN expires_at > clock_timestamp() THEN expires_at ELSE ${fromNowSql(ttlMs)} END`;
+  return `status = 'done', response = ${literal(response)}, locked_until = NULL,
+  expires_at = CASE WHEN expires_at > clock_timestamp() THEN expires_at ELSE ${fromNow(ttlMs)} END`;
 }
 
 /** The database clock `ms` milliseconds from now. */
@@ -107,24 +102,16 @@ const RESTORE_LOCK_TIMEOUT = `set_config('lock_timeout', current_setting('${SAVE
  */
 export class Statements {
   readonly #t: string;
-  /** The pg fast path's prepared claim and completion (see prepared-statements.ts); undefined elsewhere. */
+  /** The claim, prepared once per connection on node-postgres (see prepared-statements.ts); undefined elsewhere. */
   readonly #prepared: PreparedStatements | undefined;
   readonly #claimName: string | undefined;
-  readonly #takeOverName: string | undefined;
-  readonly #completeName: string | undefined;
 
   constructor(table: TableName, prepared?: PreparedStatements) {
     this.#t = table.qualified;
     this.#prepared = prepared;
     if (prepared) {
       const claim = this.#claimSql(['$1', '$2', '$3', '$4'], '$5', "$6::text || 'ms'");
-      const types = ['text', 'text', 'text', 'text', 'float8', 'int'];
-      this.#claimName = prepared.define('claim', types, claim);
-      // Prepared too, so every claim's transaction starts with an EXECUTE: that is what prepares the completion.
-      const takeOver = this.#takeOverSql(['$1', '$2', '$3', '$4'], '$5', "$6::text || 'ms'");
-      this.#takeOverName = prepared.define('take_over', types, takeOver);
-      const complete = this.#completeSql('$1', '$2', '$3', '$4');
-      this.#completeName = prepared.define('complete', ['text', 'text', 'text', 'float8'], complete);
+      this.#claimName = prepared.define('claim', ['text', 'text', 'text', 'text', 'float8', 'int'], claim);
     }
   }
 
@@ -142,14 +129,6 @@ export class Statements {
     return this.#claimSql(values, int(v.ttlMs), `'${waitMs(lockTimeoutMs)}ms'`);
   }
 
-  /**
-   * With prepared statements, sent in the claim's round trip: an `EXECUTE` of the completion that matches no row (no
-   * key is empty), so a connection that lost it fails here, before the handler runs, as one that lost the claim does.
-   */
-  probeCompletion(): string[] {
-    return this.#prepared?.enabled ? [`EXECUTE ${this.#completeName}(E'', E'', E'', 0)`] : [];
-  }
-
   /** `claimTransaction` over SQL expressions; `timeout` (a lock_timeout value) bounds the wait when given. */
   #claimSql(values: readonly string[], ttlMs: string, timeout: string | undefined): string {
     return `INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, created_at, expires_at)
@@ -165,22 +144,12 @@ RETURNING ${EXPIRES_MS}${timeout !== undefined ? `, ${RESTORE_LOCK_TIMEOUT}` : '
    * re-checks the condition on the row's latest version). Returns `expires_ms` when this call now owns the key.
    */
   takeOverTransaction(v: ClaimValues, lockTimeoutMs?: number): string {
-    const values = [literal(v.scope), literal(v.key), literal(v.fingerprint), literal(v.path)];
-    if (lockTimeoutMs === undefined) return this.#takeOverSql(values, int(v.ttlMs), undefined);
-    if (this.#prepared?.enabled) {
-      return `EXECUTE ${this.#takeOverName}(${values.join(', ')}, ${int(v.ttlMs)}, ${waitMs(lockTimeoutMs)})`;
-    }
-    return this.#takeOverSql(values, int(v.ttlMs), `'${waitMs(lockTimeoutMs)}ms'`);
-  }
-
-  /** `takeOverTransaction` over SQL expressions (scope, key, fingerprint, path); `timeout` as in `#claimSql`. */
-  #takeOverSql(values: readonly string[], ttlMs: string, timeout: string | undefined): string {
-    const [scope, key, fingerprint, path] = values;
-    return `UPDATE ${this.#t} AS k SET fingerprint = ${fingerprint}, path = ${path},
+    const bounded = lockTimeoutMs !== undefined;
+    return `UPDATE ${this.#t} AS k SET fingerprint = ${literal(v.fingerprint)}, path = ${literal(v.path)},
   status = 'in_progress', token = NULL, locked_until = NULL, response = NULL,
-  created_at = clock_timestamp(), expires_at = ${fromNowSql(ttlMs)}
-WHERE k.scope = ${scope} AND k.key = ${key} AND ${expiredAndFree('k')}${timeout !== undefined ? ` AND ${boundLockWaitSql(timeout)}` : ''}
-RETURNING ${EXPIRES_MS}${timeout !== undefined ? `, ${RESTORE_LOCK_TIMEOUT}` : ''}`;
+  created_at = clock_timestamp(), expires_at = ${fromNow(v.ttlMs)}
+WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND ${expiredAndFree('k')}${bounded ? ` AND ${boundLockWaitSql(`'${waitMs(lockTimeoutMs)}ms'`)}` : ''}
+RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_LOCK_TIMEOUT}` : ''}`;
   }
 
   /** Lease-mode claim (autocommit): inserts the row as in_progress with a lease and fencing token. */
@@ -248,14 +217,8 @@ RETURNING ${EXPIRES_MS}`;
 
   /** Transaction mode: stores the result on the row this transaction holds (its expiry: see `stored`). */
   complete(r: RowKey, response: string, ttlMs: number): string {
-    const values = [literal(r.scope), literal(r.key), literal(response), int(ttlMs)] as const;
-    if (this.#prepared?.enabled) return `EXECUTE ${this.#completeName}(${values.join(', ')})`;
-    return this.#completeSql(...values);
-  }
-
-  #completeSql(scope: string, key: string, response: string, ttlMs: string): string {
-    return `UPDATE ${this.#t} SET ${storedSql(response, ttlMs)}
-WHERE scope = ${scope} AND key = ${key}`;
+    return `UPDATE ${this.#t} SET ${stored(response, ttlMs)}
+WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)}`;
   }
 
   /**

@@ -25,7 +25,7 @@ export class Store {
   /** General path only: the driver sends a text of several statements in one round trip (see JoinedSession). */
   #joined = false;
   #table: TableName;
-  /** Fast path only: the claim and completion prepared once per connection. */
+  /** The claim, prepared once per connection where the store holds its connections (see prepared-statements.ts). */
   #prepared: PreparedStatements | undefined;
 
   constructor(db: Kysely<any>, pool: PgPoolLike | undefined, table: TableName, prepared?: PreparedStatements) {
@@ -89,8 +89,8 @@ export class Store {
     } catch {
       this.#joined = false;
     }
-    // Joined claims run on a connection held through Kysely's driver, one object per connection: the claim and the
-    // completion can be prepared on it as on the fast path.
+    // Joined claims run on a connection held through Kysely's driver, one object per connection: the claim can be
+    // prepared on it as on the fast path.
     if (this.#prepared) this.#prepared.enabled = this.#joined;
   }
 

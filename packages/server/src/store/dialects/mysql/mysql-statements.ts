@@ -164,11 +164,6 @@ WHERE ${this.#where('k', v)} AND CASE WHEN k.status = 'in_progress'
 FROM ${this.#t} AS t WHERE ${this.#where('t', r)}`);
   }
 
-  /** Postgres' prepared completion only (see Statements): nothing to probe here. */
-  probeCompletion(): Step[] {
-    return [];
-  }
-
   readonly savepoint = savepointSteps.savepoint;
   readonly releaseSavepoint = savepointSteps.releaseSavepoint;
   readonly rollbackToSavepoint = savepointSteps.rollbackToSavepoint;

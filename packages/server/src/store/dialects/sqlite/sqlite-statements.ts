@@ -39,11 +39,6 @@ export class SqliteStatements implements StatementSet {
     this.#t = sqliteTable(table);
   }
 
-  /** Postgres' prepared completion only (see Statements): nothing to probe here. */
-  probeCompletion(): Step[] {
-    return [];
-  }
-
   claimTransaction(v: ClaimValues, lockTimeoutMs?: number): Step {
     return withWait(
       plain(
