@@ -129,6 +129,12 @@ shape now-exec-probe "BEGIN\\; $XCLAIM\\; $XPROBE\\; SAVEPOINT s" "$PAY" "RELEAS
 shape pay-now-exec-probe "BEGIN\\; $XCLAIM\\; $XPROBE\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $XCOMPLETE\\; COMMIT"
 with_prepare now-exec-probe
 with_prepare pay-now-exec-probe
+# What the middleware sends now: the prepared claim, and the completion that fails unless it updated the claimed row.
+GUARDED="WITH done AS (${COMPLETE} RETURNING 1) SELECT 1 / (SELECT count(*)::int FROM done) AS completed"
+shape now-exec1-guard "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $GUARDED\\; COMMIT"
+shape pay-now-exec1-guard "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $GUARDED\\; COMMIT"
+with_prepare now-exec1-guard
+with_prepare pay-now-exec1-guard
 with_prepare now-exec1
 with_prepare pay-now-exec1
 with_prepare now-exec

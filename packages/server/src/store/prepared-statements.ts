@@ -72,9 +72,9 @@ export async function prepareOn(
   prepared: PreparedStatements,
 ): Promise<void> {
   const known = preparedOn.get(connection);
-  let missing: string[] | undefined;
-  for (const name of prepared.definitions.keys()) if (!known?.has(name)) (missing ??= []).push(name);
-  if (!missing) return;
+  const missing: string[] = [];
+  for (const name of prepared.definitions.keys()) if (!known?.has(name)) missing.push(name);
+  if (missing.length === 0) return;
   const texts = missing.map((name) => prepared.definitions.get(name) ?? '');
   try {
     await query(texts.join(';\n'));
@@ -89,7 +89,7 @@ export async function prepareOn(
       const text = texts[i] ?? '';
       await query(text).catch(async (e: unknown) => {
         if (!alreadyPrepared(e)) throw e;
-        await query(`DEALLOCATE ${missing?.[i]}`);
+        await query(`DEALLOCATE ${missing[i]}`);
         await query(text);
       });
     }
