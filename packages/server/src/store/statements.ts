@@ -77,6 +77,11 @@ function waitMs(ms: number): string {
   return int(Math.max(1, ms));
 }
 
+/** The lock wait as a lock_timeout literal, for `boundLockWaitSql`. */
+function waitLiteral(ms: number): string {
+  return `'${waitMs(ms)}ms'`;
+}
+
 /**
  * The setting's value if this transaction already set it, else `value`. An UPDATE that waited for a row lock is
  * re-evaluated on the row's new version, filter included: the second run must not save our own lock_timeout as
@@ -126,7 +131,7 @@ export class Statements {
     if (this.#prepared?.enabled) {
       return `EXECUTE ${this.#claimName}(${values.join(', ')}, ${int(v.ttlMs)}, ${waitMs(lockTimeoutMs)})`;
     }
-    return this.#claimSql(values, int(v.ttlMs), `'${waitMs(lockTimeoutMs)}ms'`);
+    return this.#claimSql(values, int(v.ttlMs), waitLiteral(lockTimeoutMs));
   }
 
   /** `claimTransaction` over SQL expressions; `timeout` (a lock_timeout value) bounds the wait when given. */
@@ -148,7 +153,7 @@ RETURNING ${EXPIRES_MS}${timeout !== undefined ? `, ${RESTORE_LOCK_TIMEOUT}` : '
     return `UPDATE ${this.#t} AS k SET fingerprint = ${literal(v.fingerprint)}, path = ${literal(v.path)},
   status = 'in_progress', token = NULL, locked_until = NULL, response = NULL,
   created_at = clock_timestamp(), expires_at = ${fromNow(v.ttlMs)}
-WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND ${expiredAndFree('k')}${bounded ? ` AND ${boundLockWaitSql(`'${waitMs(lockTimeoutMs)}ms'`)}` : ''}
+WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND ${expiredAndFree('k')}${bounded ? ` AND ${boundLockWaitSql(waitLiteral(lockTimeoutMs))}` : ''}
 RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_LOCK_TIMEOUT}` : ''}`;
   }
 
