@@ -69,7 +69,7 @@ BARE="INSERT INTO $T AS k (scope, key, fingerprint, path, status, created_at, ex
 
 shape() { # name, then one argument per round trip (statements already joined with \;)
   local name="$1"; shift
-  { echo '\set k random(1, 2000000000)'; echo '\set a random(1, 1000)'; for rt in "$@"; do echo "$rt;"; done; } > "$DIR/$name.sql"
+  { echo '\set k random(1, 9000000000000000)'; echo '\set a random(1, 1000)'; for rt in "$@"; do echo "$rt;"; done; } > "$DIR/$name.sql"
 }
 
 # Candidate designs for issue 15 (the key row written once, fewer statements, prepared plans).
@@ -114,7 +114,9 @@ done
 PCLAIM="PREPARE claim_p(text, text, text, text) AS ${CLAIM/"$K, $FP, E'light'"/\$1, \$2, \$3, \$4}"
 PCOMPLETE="PREPARE complete_p(text, text, text) AS UPDATE $T SET status = 'done', response = \$3, locked_until = NULL WHERE scope = \$1 AND key = \$2"
 RESPONSE="E'{\"v\":1,\"ok\":true,\"data\":{\"id\":502}}'"
-prepare_once() { printf '\\if :prepared = 0\n%s;\n%s;\n\\set prepared 1\n\\endif\n' "$PCLAIM" "$PCOMPLETE"; }
+# The guarded completion, prepared: it updates only this transaction's in_progress claim and fails otherwise.
+PGUARDED="PREPARE complete_g(text, text, text) AS WITH done AS (UPDATE $T SET status = 'done', response = \$3, locked_until = NULL WHERE scope = \$1 AND key = \$2 AND status = 'in_progress' AND token IS NULL RETURNING 1) SELECT 1 / (SELECT count(*)::int FROM done) AS completed"
+prepare_once() { printf '\\if :prepared = 0\n%s;\n%s;\n%s;\n\\set prepared 1\n\\endif\n' "$PCLAIM" "$PCOMPLETE" "$PGUARDED"; }
 with_prepare() { { prepare_once; cat "$DIR/$1.sql"; } > "$DIR/$1.tmp" && mv "$DIR/$1.tmp" "$DIR/$1.sql"; }
 XCLAIM="EXECUTE claim_p($K, $FP, E'light')"
 XCOMPLETE="EXECUTE complete_p(E'bench', E'k:k', $RESPONSE)"
@@ -136,6 +138,18 @@ shape pay-now-exec1-guard "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PD
 with_prepare now-exec1-guard
 with_prepare pay-now-exec1-guard
 with_prepare now-exec1
+# A check after the plain completion instead of the CTE: a second, one-row read of the key that fails unless this
+# transaction wrote the row's current version (the general path's claimedCheck, moved after the completion).
+CHECKED="SELECT 1 / count(*)::int AS completed FROM $T WHERE scope = E'bench' AND key = E'k:k' AND xmin::text::bigint = txid_current() % 4294967296"
+shape now-exec1-check "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $COMPLETE\\; $CHECKED\\; COMMIT"
+shape pay-now-exec1-check "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $COMPLETE\\; $CHECKED\\; COMMIT"
+with_prepare now-exec1-check
+with_prepare pay-now-exec1-check
+XGUARDED="EXECUTE complete_g(E'bench', E'k:k', $RESPONSE)"
+shape now-exec-guard "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $XGUARDED\\; COMMIT"
+shape pay-now-exec-guard "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $XGUARDED\\; COMMIT"
+with_prepare now-exec-guard
+with_prepare pay-now-exec-guard
 with_prepare pay-now-exec1
 with_prepare now-exec
 with_prepare pay-now-exec

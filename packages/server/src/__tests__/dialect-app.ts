@@ -31,6 +31,7 @@ export function makeDialectApp(
       control.runs++;
       control.takeovers.push(ctx.idempotency.takeover);
       await ctx.idempotency.db.insertInto('payments').values({ user_id: ctx.userId, amount: input.amount }).execute();
+      await control.afterWrite?.(ctx.idempotency.db, ctx.idempotency.key);
       control.atGate = (control.atGate ?? 0) + 1;
       if (control.gate) await control.gate;
       if (control.delayMs) await new Promise((r) => setTimeout(r, control.delayMs));

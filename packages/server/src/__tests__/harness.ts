@@ -127,6 +127,8 @@ export interface Control {
   /** Ms the handler spends after its write, outside the database. */
   delayMs?: number;
   throwAfterWrite?: () => Error;
+  /** Runs inside the handler after its write, on its transaction (`makeDialectApp` only). */
+  afterWrite?: (db: Kysely<AppDB>, key: string) => Promise<unknown>;
   result?: (input: { amount: number }) => unknown;
 }
 

@@ -61,7 +61,10 @@ describe('round trips per call', () => {
     await app.caller('rt-fast', 'rt').payments.create({ amount: 1 });
     expect(counting.sent).toHaveLength(3); // claim batch, the handler's INSERT, completion batch
     expect(counting.sent[0]).toMatch(/^BEGIN[^;]*;\nEXECUTE trpc_idempotency_claim_\w+\(E'user:rt', E'rt-fast', /);
-    expect(counting.sent[2]).toMatch(/^RELEASE SAVEPOINT \w+;\nUPDATE [\s\S]*COMMIT$/);
+    // The completion, guarded: it fails unless it updated this transaction's claim.
+    expect(counting.sent[2]).toMatch(
+      /^RELEASE SAVEPOINT \w+;\nWITH done AS \(UPDATE [\s\S]*status = 'in_progress' AND token IS NULL RETURNING 1\)\nSELECT 1 \/ [^;]*;\nCOMMIT$/,
+    );
     counting.sent.length = 0;
     await app.caller('rt-fast', 'rt').payments.create({ amount: 1 });
     expect(counting.sent).toHaveLength(0);
@@ -106,7 +109,7 @@ describe('round trips per call', () => {
     expect(sent).toHaveLength(3);
     expect(sent[0]).toMatch(/^BEGIN[\s\S]*EXECUTE trpc_idempotency_claim_[\s\S]*SAVEPOINT[\s\S]*SELECT 1 \/ count/);
     expect(sent[1]).toMatch(/^insert into "payments"/);
-    expect(sent[2]).toMatch(/^RELEASE SAVEPOINT[\s\S]*UPDATE[\s\S]*COMMIT$/);
+    expect(sent[2]).toMatch(/^RELEASE SAVEPOINT[^;]*;\nWITH done AS \(UPDATE [\s\S]*SELECT 1 \/ [^;]*;\nCOMMIT$/);
     sent.length = 0;
     const uncached = makeApp({ db, pool: undefined }, { cache: false });
     await uncached.caller('rt-general', 'rt').payments.create({ amount: 1 });

@@ -122,6 +122,37 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
     expect(app.events.map((e) => e.type)).toEqual(['released', 'executed', 'replayed']);
   });
 
+  it('commits nothing when the handler deletes its own key row or marks it done, and says why', async () => {
+    const app = makeDialectApp(backend);
+    const keys = (db: Kysely<AppDB>) => db.withTables<{ idempotency_keys: { key: string; status: string } }>();
+    const tampering = {
+      deletes: (db: Kysely<AppDB>, key: string) =>
+        keys(db).deleteFrom('idempotency_keys').where('key', '=', key).execute(),
+      'marks done': (db: Kysely<AppDB>, key: string) =>
+        keys(db).updateTable('idempotency_keys').set({ status: 'done' }).where('key', '=', key).execute(),
+    };
+    for (const [how, tamper] of Object.entries(tampering)) {
+      const key = newKey();
+      app.control.afterWrite = tamper;
+      const error = await failure(app.caller(key, `tamper-${how}`).payments.create({ amount: 3 }));
+      expect([how, error.code, error.message]).toEqual([
+        how,
+        'INTERNAL_SERVER_ERROR',
+        expect.stringMatching(/key's row was deleted or changed/),
+      ]);
+      // Neither the payment nor the handler's change to the key row was committed, and nothing is left open.
+      expect(await payments(`tamper-${how}`)).toBe(0);
+      expect(await keyRow(backend, key)).toBeUndefined();
+      await expect.poll(() => backend.idleInTransaction()).toBe(0);
+      // A retry without the tampering runs once and commits with its result.
+      app.control.afterWrite = undefined;
+      const retried = await app.caller(key, `tamper-${how}`).payments.create({ amount: 3 });
+      expect(await app.caller(key, `tamper-${how}`).payments.create({ amount: 3 })).toEqual(retried);
+      expect(await payments(`tamper-${how}`)).toBe(1);
+    }
+    expect(app.control.runs).toBe(4);
+  });
+
   it('releases the key on an unknown throw, which is never stored', async () => {
     const app = makeDialectApp(backend);
     const key = newKey();

@@ -142,6 +142,19 @@ export function completionFailure(error: unknown): TRPCError {
   });
 }
 
+/**
+ * Transaction mode's completion found its claim gone (SQLSTATE 22012 from the guarded completion, or ClaimLostError
+ * on MySQL and SQLite): the handler deleted or changed its own key's row. Nothing was committed.
+ */
+export function claimLostFailure(error: unknown): TRPCError {
+  return new TRPCError({
+    code: 'INTERNAL_SERVER_ERROR',
+    message:
+      "The idempotency key's row was deleted or changed inside the handler's transaction, so nothing was committed: a handler must not write its own key's row",
+    cause: error,
+  });
+}
+
 /** Serialized size in UTF-8 bytes, skipping the count when the text cannot possibly exceed the limit. */
 export function utf8Bytes(text: string, limit: number): number {
   return text.length * 3 <= limit ? text.length : Buffer.byteLength(text, 'utf8');

@@ -2,6 +2,7 @@ import type { Call, MiddlewareResultLike, NextFn, Runtime } from '../middleware/
 import {
   callNext,
   claimFailure,
+  claimLostFailure,
   completionFailure,
   conflict,
   event,
@@ -15,6 +16,9 @@ import {
 import { lostPreparedStatement } from '../store/prepared-statements.js';
 import type { Row, Session, Statement } from '../store/session.js';
 import { committedBefore } from '../store/snapshot.js';
+
+/** SQLSTATE of a division by zero: the only division in a completion is its guard (see Statements.complete). */
+const CLAIM_LOST = '22012';
 
 /** A claim that found the key taken by a row that then vanished (purged, rolled back) is retried this often. */
 const MAX_CLAIM_ATTEMPTS = 3;
@@ -140,10 +144,11 @@ async function runOwned(
     await session.rollback().catch(() => {});
     throw responseTooLarge(rt, call, bytes, result.ok ? undefined : result.error);
   }
+  const complete = sql.complete(call, response, options.ttl);
   const statements: Statement[] = result.ok
-    ? [sql.releaseSavepoint(), sql.complete(call, response, options.ttl)]
+    ? [sql.releaseSavepoint(), complete]
     : // The deterministic error is stored, the handler's partial writes are not.
-      [sql.rollbackToSavepoint(), sql.releaseSavepoint(), sql.complete(call, response, options.ttl)];
+      [sql.rollbackToSavepoint(), sql.releaseSavepoint(), complete];
   // The row expires `ttl` after its claim (or, had the handler outlived `ttl`, after the completion): the cache
   // keeps the result no longer than from before the claim, so never past the row (an outlived ttl is not cached).
   const expiresAt = claimSentAt + options.ttl;
@@ -151,7 +156,7 @@ async function runOwned(
     await session.commit(statements);
   } catch (error) {
     event(rt, call, 'released', error);
-    throw completionFailure(error);
+    throw (error as { code?: unknown })?.code === CLAIM_LOST ? claimLostFailure(error) : completionFailure(error);
   }
   if (expiresAt > performance.now())
     rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });

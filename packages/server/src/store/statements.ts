@@ -220,10 +220,21 @@ RETURNING ${EXPIRES_MS}`;
     return `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`;
   }
 
-  /** Transaction mode: stores the result on the row this transaction holds (its expiry: see `stored`). */
+  /**
+   * Transaction mode: stores the result on the row this transaction claimed (its expiry: see `stored`), and fails
+   * unless it did. The row is this call's claim only while it is in_progress with no lease token: a claim commits
+   * with its result, so no other transaction's in_progress row without a token can be seen. A row the handler
+   * deleted or marked done is not found, nor one a claim that lied (see prepared-statements.ts) never wrote. The
+   * division by zero (22012) then aborts the transaction: the COMMIT in the same round trip cannot commit the
+   * handler's work without its stored result.
+   *
+   * Plain text, never prepared: nothing after the handler depends on what the connection still holds, and the guard
+   * cannot be swapped out under a statement name (bench/sql, runs S11 and S12, measured what preparing it would buy).
+   */
   complete(r: RowKey, response: string, ttlMs: number): string {
-    return `UPDATE ${this.#t} SET ${stored(response, ttlMs)}
-WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)}`;
+    return `WITH done AS (UPDATE ${this.#t} SET ${stored(response, ttlMs)}
+  WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND status = 'in_progress' AND token IS NULL RETURNING 1)
+SELECT 1 / (SELECT count(*)::int FROM done) AS completed`;
   }
 
   /**

@@ -30,9 +30,18 @@ export function plain(sql: string, parameters: readonly unknown[] = []): Step {
 
 /** A step whose statement must change exactly one row: else the owner was fenced off (see FencedOffError). */
 export function fenced(sql: string, parameters: readonly unknown[] = []): Step {
+  return changingOne(sql, parameters, () => new FencedOffError());
+}
+
+/** Transaction mode's completion: its statement must change the claimed row, else see ClaimLostError. */
+export function completing(sql: string, parameters: readonly unknown[] = []): Step {
+  return changingOne(sql, parameters, () => new ClaimLostError());
+}
+
+function changingOne(sql: string, parameters: readonly unknown[], lost: () => Error): Step {
   return async (c) => {
     const result = await c.query(sql, parameters);
-    if (Number(result.numAffectedRows ?? 0) === 0) throw new FencedOffError();
+    if (Number(result.numAffectedRows ?? 0) === 0) throw lost();
     return result.rows;
   };
 }
@@ -45,5 +54,20 @@ export class FencedOffError extends Error {
   readonly code = '22012';
   constructor() {
     super('idempotency: this lease owner was fenced off by a takeover; its writes were rolled back');
+  }
+}
+
+/**
+ * A transaction-mode completion found no claim of this call to store the result on: something inside the handler's
+ * transaction deleted the key's row or marked it done. The transaction is rolled back, so the handler's writes never
+ * commit without their stored result. Carries the SQLSTATE Postgres raises for the same case (its completion divides
+ * by zero), so the modes see one signal on every dialect.
+ */
+export class ClaimLostError extends Error {
+  readonly code = '22012';
+  constructor() {
+    super(
+      "idempotency: the call's claim was gone at completion (the key's row was deleted or changed inside its transaction)",
+    );
   }
 }

@@ -4,7 +4,7 @@ import type { ClaimValues, RowKey } from '../../statements.js';
 import type { TableName } from '../../table-name.js';
 import { MAX_SCOPE_BYTES, type StatementSet } from '../dialect.js';
 import { savepointSteps } from '../savepoint-steps.js';
-import { fenced, plain, type Step, type StepConnection } from '../step.js';
+import { completing, fenced, plain, type Step, type StepConnection } from '../step.js';
 import { hexBytes, hexText, lockWaitSeconds } from './mysql-literal.js';
 
 /**
@@ -168,9 +168,15 @@ FROM ${this.#t} AS t WHERE ${this.#where('t', r)}`);
   readonly releaseSavepoint = savepointSteps.releaseSavepoint;
   readonly rollbackToSavepoint = savepointSteps.rollbackToSavepoint;
 
-  /** Transaction mode: stores the result on the row this transaction holds, kept `ttlMs` from now. */
+  /**
+   * Transaction mode: stores the result on the row this transaction claimed, kept `ttlMs` from now. Changes no row
+   * when the handler deleted the row or marked it done: the step then throws and the commit never happens.
+   */
   complete(r: RowKey, response: string, ttlMs: number): Step {
-    return plain(`UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)} WHERE ${this.#where('k', r)}`);
+    return completing(
+      `UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)}
+WHERE ${this.#where('k', r)} AND k.status = 'in_progress' AND k.token IS NULL`,
+    );
   }
 
   /** Changes no row when a takeover replaced the token: the step then throws and the commit never happens. */

@@ -3,7 +3,7 @@ import type { ClaimValues, RowKey } from '../../statements.js';
 import type { TableName } from '../../table-name.js';
 import type { StatementSet } from '../dialect.js';
 import { savepointSteps } from '../savepoint-steps.js';
-import { fenced, plain, type Step } from '../step.js';
+import { completing, fenced, plain, type Step } from '../step.js';
 
 /** The database clock in epoch milliseconds (julianday works on every SQLite; 'now' is constant per statement). */
 export const NOW_MS = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
@@ -108,13 +108,15 @@ FROM ${this.#t} AS t WHERE t.scope = ? AND t.key = ?`,
   readonly releaseSavepoint = savepointSteps.releaseSavepoint;
   readonly rollbackToSavepoint = savepointSteps.rollbackToSavepoint;
 
-  /** Transaction mode: stores the result on the row this transaction holds, kept `ttlMs` from now. */
+  /**
+   * Transaction mode: stores the result on the row this transaction claimed, kept `ttlMs` from now. Changes no row
+   * when the handler deleted the row or marked it done: the step then throws and the commit never happens.
+   */
   complete(r: RowKey, response: string, ttlMs: number): Step {
-    return plain(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE scope = ? AND key = ?`, [
-      response,
-      text(r.scope),
-      text(r.key),
-    ]);
+    return completing(
+      `UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE scope = ? AND key = ? AND status = 'in_progress' AND token IS NULL`,
+      [response, text(r.scope), text(r.key)],
+    );
   }
 
   /** Changes no row when a takeover replaced the token: the step then throws. */
