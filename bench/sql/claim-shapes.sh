@@ -150,6 +150,14 @@ shape now-exec-guard "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT
 shape pay-now-exec-guard "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $XGUARDED\\; COMMIT"
 with_prepare now-exec-guard
 with_prepare pay-now-exec-guard
+# The same guard without a CTE: the update's RETURNING marks a transaction-local setting for the row it updated, and
+# a table-less SELECT in the same text divides by zero unless it was marked.
+MARKED="${COMPLETE} AND status = 'in_progress' AND token IS NULL RETURNING set_config('trpc_idempotency.completed', 'y', true)"
+MARKCHECK="SELECT 1 / coalesce((current_setting('trpc_idempotency.completed', true) = 'y')::int, 0) AS completed"
+shape now-exec1-mark "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $MARKED\\; $MARKCHECK\\; COMMIT"
+shape pay-now-exec1-mark "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $MARKED\\; $MARKCHECK\\; COMMIT"
+with_prepare now-exec1-mark
+with_prepare pay-now-exec1-mark
 with_prepare pay-now-exec1
 with_prepare now-exec
 with_prepare pay-now-exec
