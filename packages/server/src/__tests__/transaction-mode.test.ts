@@ -153,6 +153,34 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
     expect(app.control.runs).toBe(4);
   });
 
+  // Found by the outside review of the completion guard: a raw COMMIT through ctx.idempotency.db committed the
+  // handler's writes and the claim as in_progress, with no result, and the key answered 409 for good.
+  it('refuses statements that would end the call transaction on ctx.idempotency.db, and commits nothing', async () => {
+    const app = makeDialectApp(backend);
+    const texts = ['COMMIT', 'commit work', ' END', 'ROLLBACK', 'BEGIN', 'SELECT 1; COMMIT', '/* c */ COMMIT'];
+    if (name === 'mariadb') texts.push('CREATE TABLE rv_implicit_commit (id int)', 'SET autocommit = 1');
+    for (const text of texts) {
+      const key = newKey();
+      app.control.afterWrite = (db) => sql.raw(text).execute(db);
+      const error = await failure(app.caller(key, 'raw-commit').payments.create({ amount: 1 }));
+      expect([text, error.message]).toEqual([text, expect.stringMatching(/cannot end the call's transaction/)]);
+      expect(await payments('raw-commit')).toBe(0);
+      expect(await keyRow(backend, key)).toBeUndefined();
+      await expect.poll(() => backend.idleInTransaction()).toBe(0);
+    }
+    // What does not end the transaction still runs: the handler's own savepoints, and text that only mentions it.
+    const key = newKey();
+    app.control.afterWrite = async (db) => {
+      await sql`SAVEPOINT mine`.execute(db);
+      await sql`ROLLBACK TO SAVEPOINT mine`.execute(db);
+      await sql`RELEASE SAVEPOINT mine`.execute(db);
+      await sql`SELECT 'COMMIT; END' AS ${sql.ref('end')}`.execute(db);
+    };
+    await app.caller(key, 'raw-commit').payments.create({ amount: 1 });
+    expect(await payments('raw-commit')).toBe(1);
+    expect((await keyRow(backend, key))?.status).toBe('done');
+  });
+
   it('releases the key on an unknown throw, which is never stored', async () => {
     const app = makeDialectApp(backend);
     const key = newKey();

@@ -1,4 +1,10 @@
-import { CompiledQuery, type ControlledTransaction, type Kysely, type QueryExecutor } from 'kysely';
+import {
+  CompiledQuery,
+  type ControlledTransaction,
+  type DatabaseConnection,
+  type Kysely,
+  type QueryExecutor,
+} from 'kysely';
 import { type HeldConnection, holdConnection } from './dialects/held-connection.js';
 import { SessionConnectionProvider } from './handler-db.js';
 import { isExecute, noticeLostStatements, type PreparedStatements, prepareOn } from './prepared-statements.js';
@@ -14,14 +20,17 @@ export class KyselySession implements Session {
   /** The same transaction without the app's plugins: our statements' rows must stay as Postgres names them. */
   #own: ControlledTransaction<any>;
   #root: Kysely<any>;
+  #provider: SessionConnectionProvider;
   #done = false;
 
-  private constructor(trx: ControlledTransaction<any>, root: Kysely<any>) {
+  private constructor(trx: ControlledTransaction<any>, root: Kysely<any>, connection: DatabaseConnection) {
     this.#trx = trx;
     this.#own = trx.withoutPlugins();
     this.#root = root;
-    // The handler's queries keep the app's plugins (CamelCasePlugin, …).
-    this.executor = trx.getExecutor();
+    // The handler's queries keep the app's plugins (CamelCasePlugin, …), on the transaction's connection through a
+    // provider that refuses what would end the transaction.
+    this.#provider = new SessionConnectionProvider(connection);
+    this.executor = trx.getExecutor().withConnectionProvider(this.#provider);
   }
 
   /** BEGIN ISOLATION LEVEL READ COMMITTED through Kysely, then `statements`. */
@@ -30,7 +39,9 @@ export class KyselySession implements Session {
     statements: readonly string[],
   ): Promise<{ session: KyselySession; rows: Row[][] }> {
     const trx = await db.startTransaction().setIsolationLevel('read committed').execute();
-    const session = new KyselySession(trx, db.withoutPlugins());
+    // A controlled transaction holds one connection until it ends: the handler's provider uses that one.
+    const connection = await trx.getExecutor().provideConnection(async (c) => c);
+    const session = new KyselySession(trx, db.withoutPlugins(), connection);
     try {
       return { session, rows: await session.run(statements) };
     } catch (error) {
@@ -49,6 +60,7 @@ export class KyselySession implements Session {
   }
 
   async commit(statements: readonly string[]): Promise<Row[][]> {
+    this.#provider.close();
     try {
       const rows = await this.run(statements);
       await this.#trx.commit().execute();
@@ -66,6 +78,7 @@ export class KyselySession implements Session {
   }
 
   async rollback(after: readonly string[] = []): Promise<Row[][]> {
+    this.#provider.close();
     if (!this.#done) {
       this.#done = true;
       if (!this.#trx.isCommitted && !this.#trx.isRolledBack) await this.#trx.rollback().execute();

@@ -1,5 +1,5 @@
 import type { Kysely, QueryExecutor } from 'kysely';
-import { SessionConnectionProvider } from '../handler-db.js';
+import { endsTransaction, SessionConnectionProvider } from '../handler-db.js';
 import { type Row, runThenRollback, type Session, type Statement } from '../session.js';
 import type { HeldConnection } from './held-connection.js';
 import type { Step } from './step.js';
@@ -22,17 +22,19 @@ export class ConnectionSession implements Session {
 
   /**
    * `autocommit` runs a rollback's `after` statements once the connection is given back; `commit` ends the
-   * transaction (SQLite's waits for other connections' readers).
+   * transaction (SQLite's waits for other connections' readers); `ends` tells what the handler may not send
+   * (see `endsTransaction`).
    */
   constructor(
     held: HeldConnection,
     root: Kysely<any>,
     autocommit: (statements: readonly Statement[]) => Promise<Row[][]>,
     commit: (held: HeldConnection) => Promise<unknown> = (h) => h.query('COMMIT'),
+    ends: (statement: string) => boolean = endsTransaction,
   ) {
     this.#held = held;
     this.#commit = commit;
-    this.#provider = new SessionConnectionProvider(held.connection);
+    this.#provider = new SessionConnectionProvider(held.connection, ends);
     this.executor = root.getExecutor().withConnectionProvider(this.#provider);
     this.#autocommit = autocommit;
   }

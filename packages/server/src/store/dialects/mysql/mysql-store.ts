@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { endsMysqlTransaction } from '../../handler-db.js';
 import type { Row, Session, Statement } from '../../session.js';
 import { ConnectionSession, runSteps } from '../connection-session.js';
 import { ConnectionStore } from '../connection-store.js';
@@ -142,7 +143,14 @@ export class MysqlStore extends ConnectionStore {
     await this.ready();
     for (let attempt = 1; ; attempt++) {
       const held = await this.hold();
-      const session = new ConnectionSession(held, this.#db, (after) => this.autocommit(after));
+      // MySQL commits implicitly before DDL: the handler may not send that either.
+      const session = new ConnectionSession(
+        held,
+        this.#db,
+        (after) => this.autocommit(after),
+        undefined,
+        endsMysqlTransaction,
+      );
       let again = attempt < DEADLOCK_RETRIES;
       try {
         const rows = await steps(session, held, () => {
