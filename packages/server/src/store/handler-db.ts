@@ -6,6 +6,7 @@ import {
   type QueryExecutor,
   Transaction,
 } from 'kysely';
+import { endsTransaction, type SqlFlavor, TransactionControlError } from './transaction-control.js';
 
 /**
  * Hands out one connection to the handler's queries, one at a time, and refuses once our transaction is over:
@@ -16,10 +17,10 @@ export class SessionConnectionProvider {
   #closed = false;
   #running: Promise<unknown> = Promise.resolve();
 
-  /** `ends` tells the statements that would end the call's transaction (see `endsTransaction`): they are refused. */
-  constructor(connection: DatabaseConnection, ends: (statement: string) => boolean = endsTransaction) {
+  /** Statements that would end the call's transaction, read by `flavor`'s rules, are refused (see `endsTransaction`). */
+  constructor(connection: DatabaseConnection, flavor: SqlFlavor) {
     const refuse = (text: string) => {
-      if (statementsOf(text).some(ends)) throw new TransactionControlError(text);
+      if (endsTransaction(text, flavor)) throw new TransactionControlError(text);
     };
     this.#connection = {
       executeQuery: (query) => {
@@ -52,48 +53,6 @@ export class SessionConnectionProvider {
     return next;
   }
 }
-
-/**
- * The handler sent a statement that would end the call's transaction: its writes would commit (or vanish) apart from
- * the stored result, and the key's claim with them. Refused before it reaches the database.
- */
-export class TransactionControlError extends Error {
-  constructor(text: string) {
-    super(
-      `ctx.idempotency.db cannot end the call's transaction (refused: ${JSON.stringify(text.slice(0, 80))}): the middleware commits the handler's writes together with their stored result`,
-    );
-  }
-}
-
-/**
- * A statement (its text without strings, quoted names and comments) that ends the transaction it runs in, or opens
- * another, on Postgres and SQLite: BEGIN, START TRANSACTION, COMMIT, END, ABORT, ROLLBACK (but not ROLLBACK TO a
- * savepoint: the handler's own savepoints are its business), PREPARE TRANSACTION, and MySQL's `SET autocommit`.
- */
-export function endsTransaction(statement: string): boolean {
-  return ENDS.test(statement);
-}
-
-/** `endsTransaction`, plus what MySQL commits implicitly: DDL other than on temporary tables, LOCK TABLES, grants. */
-export function endsMysqlTransaction(statement: string): boolean {
-  return ENDS.test(statement) || MYSQL_IMPLICIT_COMMIT.test(statement);
-}
-
-const ENDS =
-  /^\s*(?:begin|start|commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|prepare\s+transaction|set\s+(?:@@(?:session\.)?|session\s+)?autocommit)\b/i;
-const MYSQL_IMPLICIT_COMMIT =
-  /^\s*(?:alter|create(?!\s+temporary)|drop(?!\s+temporary)|rename|truncate|lock|unlock|grant|revoke|analyze|optimize|repair|flush|install|uninstall|load\s+index|cache\s+index)\b/i;
-
-/**
- * The statements of a text, with string literals (standard, E'…' with backslashes, dollar-quoted), quoted names
- * and comments blanked out, so a `;` or a keyword inside them is not read as a statement.
- */
-function statementsOf(text: string): string[] {
-  return text.replace(QUOTED, ' ').split(';');
-}
-
-const QUOTED =
-  /'(?:[^'\\]|\\.|'')*'|"(?:[^"]|"")*"|`(?:[^`]|``)*`|\$([A-Za-z_]\w*)?\$[\s\S]*?\$\1\$|--[^\n]*|\/\*[\s\S]*?\*\//g;
 
 /**
  * A `Transaction<DB>` over `executor`, built per call without touching the root Kysely's dialect or pool.

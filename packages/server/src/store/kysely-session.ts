@@ -29,7 +29,7 @@ export class KyselySession implements Session {
     this.#root = root;
     // The handler's queries keep the app's plugins (CamelCasePlugin, …), on the transaction's connection through a
     // provider that refuses what would end the transaction.
-    this.#provider = new SessionConnectionProvider(connection);
+    this.#provider = new SessionConnectionProvider(connection, 'postgres');
     this.executor = trx.getExecutor().withConnectionProvider(this.#provider);
   }
 
@@ -112,7 +112,7 @@ export class JoinedSession implements Session {
     this.#held = held;
     this.#root = root;
     this.#prepared = prepared;
-    this.#provider = new SessionConnectionProvider(held.connection);
+    this.#provider = new SessionConnectionProvider(held.connection, 'postgres');
     // The handler's queries keep the app's plugins (CamelCasePlugin, …).
     this.executor = root.getExecutor().withConnectionProvider(this.#provider);
   }

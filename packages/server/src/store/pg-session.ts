@@ -26,7 +26,7 @@ export class PgSession implements Session {
     this.#client = client;
     this.#prepared = prepared;
     client.on?.('error', this.#onError);
-    this.#provider = new SessionConnectionProvider(new PgClientConnection(client));
+    this.#provider = new SessionConnectionProvider(new PgClientConnection(client), 'postgres');
     this.executor = root.getExecutor().withConnectionProvider(this.#provider);
   }
 

@@ -1,6 +1,7 @@
 import type { Kysely, QueryExecutor } from 'kysely';
-import { endsTransaction, SessionConnectionProvider } from '../handler-db.js';
+import { SessionConnectionProvider } from '../handler-db.js';
 import { type Row, runThenRollback, type Session, type Statement } from '../session.js';
+import type { SqlFlavor } from '../transaction-control.js';
 import type { HeldConnection } from './held-connection.js';
 import type { Step } from './step.js';
 
@@ -22,19 +23,19 @@ export class ConnectionSession implements Session {
 
   /**
    * `autocommit` runs a rollback's `after` statements once the connection is given back; `commit` ends the
-   * transaction (SQLite's waits for other connections' readers); `ends` tells what the handler may not send
-   * (see `endsTransaction`).
+   * transaction (SQLite's waits for other connections' readers); `flavor` is whose rules the handler's texts are
+   * read by, to refuse those that would end the transaction (see `endsTransaction`).
    */
   constructor(
     held: HeldConnection,
     root: Kysely<any>,
     autocommit: (statements: readonly Statement[]) => Promise<Row[][]>,
-    commit: (held: HeldConnection) => Promise<unknown> = (h) => h.query('COMMIT'),
-    ends: (statement: string) => boolean = endsTransaction,
+    commit: (held: HeldConnection) => Promise<unknown>,
+    flavor: SqlFlavor,
   ) {
     this.#held = held;
     this.#commit = commit;
-    this.#provider = new SessionConnectionProvider(held.connection, ends);
+    this.#provider = new SessionConnectionProvider(held.connection, flavor);
     this.executor = root.getExecutor().withConnectionProvider(this.#provider);
     this.#autocommit = autocommit;
   }

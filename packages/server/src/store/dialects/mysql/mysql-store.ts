@@ -1,5 +1,4 @@
 import type { Kysely } from 'kysely';
-import { endsMysqlTransaction } from '../../handler-db.js';
 import type { Row, Session, Statement } from '../../session.js';
 import { ConnectionSession, runSteps } from '../connection-session.js';
 import { ConnectionStore } from '../connection-store.js';
@@ -148,8 +147,8 @@ export class MysqlStore extends ConnectionStore {
         held,
         this.#db,
         (after) => this.autocommit(after),
-        undefined,
-        endsMysqlTransaction,
+        (h) => h.query('COMMIT'),
+        'mysql',
       );
       let again = attempt < DEADLOCK_RETRIES;
       try {

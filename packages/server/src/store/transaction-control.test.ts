@@ -1,0 +1,110 @@
+import { describe, expect, it } from 'vitest';
+import { endsTransaction, type SqlFlavor } from './transaction-control.js';
+
+const FLAVORS: SqlFlavor[] = ['postgres', 'mysql', 'sqlite'];
+
+describe('endsTransaction', () => {
+  it.each(FLAVORS)('refuses what ends the transaction on %s, wherever the statement starts', (flavor) => {
+    const texts = [
+      'COMMIT',
+      'commit work',
+      '  END',
+      'ROLLBACK',
+      'rollback and chain',
+      'BEGIN',
+      'START TRANSACTION',
+      'ABORT',
+      "PREPARE TRANSACTION 'x'",
+      'SET autocommit = 1',
+      'SELECT 1; COMMIT',
+      'SELECT 1;COMMIT;',
+      '/* c */ COMMIT',
+      '-- c\nCOMMIT',
+      "SELECT 'a''b'; COMMIT",
+      'SELECT "a;b"; COMMIT',
+      "SELECT 'it''s'; /* ' */ COMMIT",
+    ];
+    expect(texts.filter((text) => !endsTransaction(text, flavor))).toEqual([]);
+  });
+
+  it.each(FLAVORS)('lets through on %s what only mentions it, and the handler own savepoints', (flavor) => {
+    const texts = [
+      'SELECT 1',
+      "INSERT INTO notes (body) VALUES ('paid; commit later')",
+      'SELECT "end" FROM t',
+      "SELECT 'COMMIT; END' AS x",
+      'SELECT 1 -- ; COMMIT',
+      'SELECT 1 /* ; COMMIT */',
+      'SAVEPOINT mine',
+      'ROLLBACK TO SAVEPOINT mine',
+      'rollback work to mine',
+      'RELEASE SAVEPOINT mine',
+      'UPDATE accounts SET balance = balance - 1 WHERE id = 1; SELECT 1',
+      'SELECT pending, started FROM jobs',
+    ];
+    expect(texts.filter((text) => endsTransaction(text, flavor))).toEqual([]);
+  });
+
+  it('reads Postgres texts by Postgres rules', () => {
+    const refused = [
+      // A backslash in a standard string is a character: the string ends before `;`.
+      "SELECT '\\'; COMMIT; -- '",
+      // Block comments nest: the first `*/` does not end this one.
+      '/* /* */ */ COMMIT',
+      // `$` continues a name, so `x$$` opens no dollar quote.
+      'SELECT 1 AS x$$; COMMIT; SELECT 2 AS y$$',
+      // A name ending in E before a quote is a name, not an escape string.
+      "SELECT 1 AS namE'\\'; COMMIT; -- '",
+      // With standard_conforming_strings off a backslash escapes (on, this is one string): read both ways.
+      "SELECT 'a\\'' ; COMMIT; --'",
+    ];
+    expect(refused.filter((text) => !endsTransaction(text, 'postgres'))).toEqual([]);
+    const allowed = [
+      "SELECT E'\\'; COMMIT; '",
+      'SELECT $$; COMMIT;$$',
+      'SELECT $body$ ; COMMIT $x$ ; $body$',
+      'DO $$ BEGIN PERFORM 1; END $$',
+      'SELECT 1 /* a /* b */ ; COMMIT */',
+      'SELECT $1::int; SELECT $2::int',
+      'SELECT a[1]; SELECT b[2]',
+      'SELECT 1 # 2',
+    ];
+    expect(allowed.filter((text) => endsTransaction(text, 'postgres'))).toEqual([]);
+  });
+
+  it('reads MySQL texts by MySQL rules', () => {
+    const refused = [
+      // The inside of an executable comment runs.
+      '/*! COMMIT */',
+      '/*!50000 COMMIT */',
+      '/*M! COMMIT */',
+      'SELECT 1; /*!40101 SET autocommit = 1 */',
+      // `#` ends at the line, and its quote opens no string.
+      "# it's done\nCOMMIT",
+      // `--` is a comment only before a space: here it is two minus signs.
+      'SELECT 1 --1; COMMIT',
+      // With NO_BACKSLASH_ESCAPES a backslash is a character: read both ways.
+      "SELECT 'a\\'; COMMIT; -- '",
+      // Implicit commits.
+      'CREATE TABLE t (id int)',
+      'DROP TABLE t',
+      'LOCK TABLES t WRITE',
+      'TRUNCATE t',
+    ];
+    expect(refused.filter((text) => !endsTransaction(text, 'mysql'))).toEqual([]);
+    const allowed = [
+      'SELECT `a;COMMIT`',
+      'SELECT 1 # ; COMMIT',
+      'SELECT 1 /*+ ; COMMIT */',
+      'CREATE TEMPORARY TABLE t (id int)',
+      'DROP TEMPORARY TABLE t',
+    ];
+    expect(allowed.filter((text) => endsTransaction(text, 'mysql'))).toEqual([]);
+  });
+
+  it('reads SQLite texts by SQLite rules', () => {
+    expect(endsTransaction("SELECT 'a\\'; COMMIT; -- '", 'sqlite')).toBe(true);
+    expect(endsTransaction('SELECT `a;COMMIT`', 'sqlite')).toBe(false);
+    expect(endsTransaction('CREATE TABLE t (id int)', 'sqlite')).toBe(false);
+  });
+});
