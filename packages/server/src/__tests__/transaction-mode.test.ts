@@ -1,5 +1,5 @@
 import { TRPCError } from '@trpc/server';
-import { type Kysely, sql } from 'kysely';
+import { CompiledQuery, type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../index.js';
 import { makeDialectApp } from './dialect-app.js';
@@ -163,10 +163,30 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
     // and ends `#` comments at the line; Postgres nests block comments, lets `$` continue a name (no dollar quote),
     // and reads a backslash in a standard string as a character, not an escape.
     if (name === 'mariadb') texts.push('/*! COMMIT */', '/*!50000 COMMIT */', '/*M! COMMIT */', "# it's done\nCOMMIT");
-    if (name === 'pg-fast' || name === 'pg-general' || name === 'pglite') texts.push('/* /* */ */ COMMIT');
+    if (name === 'mariadb') {
+      // What MariaDB commits that does not start with a transaction keyword (found by an outside review).
+      texts.push(
+        'SET STATEMENT max_statement_time=100 FOR COMMIT',
+        "EXECUTE IMMEDIATE 'COMMIT'",
+        "EXECUTE IMMEDIATE concat('COM', 'MIT')",
+        'CALL rv_commit_proc()',
+        'CHECK TABLE payments',
+        'RESET QUERY CACHE',
+        "SET PASSWORD FOR rv_nobody = PASSWORD('x')",
+        'SET LOCAL autocommit = 1',
+        'SET @rv = 1, autocommit = 1',
+        'SET @@session.`autocommit` = 1',
+        'SET SESSION completion_type = 1',
+      );
+    }
+    if (name === 'pg-fast' || name === 'pg-general' || name === 'pglite') {
+      // Postgres ends a `--` comment at a carriage return too.
+      texts.push('/* /* */ */ COMMIT', '--\rCOMMIT', 'SELECT 1; -- x\rEND');
+    }
     if (name === 'pg-fast' || name === 'pg-general') {
       texts.push("SELECT '\\'; COMMIT; -- '", 'SELECT 1 AS x$$; COMMIT; SELECT 2 AS y$$');
     }
+    if (name === 'mariadb') await backend.query('CREATE PROCEDURE IF NOT EXISTS rv_commit_proc() BEGIN COMMIT; END');
     const seen: [string, string, number, unknown][] = [];
     for (const [i, text] of texts.entries()) {
       const key = newKey();
@@ -195,6 +215,59 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
     expect(await payments('raw-commit')).toBe(1);
     expect((await keyRow(backend, key))?.status).toBe('done');
   });
+
+  it('checks the text it sends: a query whose sql changes between two reads is refused', async () => {
+    const app = makeDialectApp(backend);
+    const key = newKey();
+    app.control.afterWrite = async (db) => {
+      let reads = 0;
+      const query = Object.defineProperty({ ...CompiledQuery.raw('SELECT 1') }, 'sql', {
+        get: () => (reads++ === 0 ? 'SELECT 1' : 'COMMIT'),
+      });
+      // The text read first is the one checked and the one sent: SELECT 1 runs, COMMIT never does.
+      await db.executeQuery(query);
+      await db.executeQuery(query);
+    };
+    const error = await failure(app.caller(key, 'two-faced').payments.create({ amount: 1 }));
+    expect(error.message).toMatch(/cannot end the call's transaction/);
+    expect(await payments('two-faced')).toBe(0);
+    expect(await keyRow(backend, key)).toBeUndefined();
+  });
+
+  it.runIf(name === 'pg-fast' || name === 'pg-general')(
+    'refuses a query the handler starts after it returned, or runs it inside the call transaction',
+    async () => {
+      const app = makeDialectApp(backend);
+      const late: Promise<string>[] = [];
+      const userId = `late-${Date.now().toString(36)}`;
+      app.control.afterWrite = async (db) => {
+        late.push(
+          new Promise((resolve) =>
+            setTimeout(() => {
+              // The row records its transaction (the top-level one, also from inside a savepoint).
+              db.insertInto('payments')
+                .values({ user_id: userId, amount: sql<number>`(txid_current() % 1000000000)::int` })
+                .execute()
+                .then(
+                  () => resolve('ran'),
+                  (error: Error) => resolve(error.message),
+                );
+            }, 0),
+          ),
+        );
+      };
+      for (let i = 0; i < 20; i++) await app.caller(newKey(), userId).payments.create({ amount: 1 });
+      const outcomes = await Promise.all(late);
+      // A late query may have run only inside its call's transaction, the one that completed a key row.
+      const rows = await backend.query<{ amount: number; keyed: number }>(
+        `SELECT p.amount, (SELECT count(*)::int FROM idempotency_keys k
+           WHERE k.xmin::text::bigint % 1000000000 = p.amount) AS keyed
+         FROM payments p WHERE p.user_id = ${backend.text(userId)} AND p.amount <> 1`,
+      );
+      expect(rows.filter((r) => r.keyed !== 1)).toEqual([]);
+      expect(outcomes.filter((o) => o !== 'ran' && !/after the idempotent call finished/.test(o))).toEqual([]);
+    },
+  );
 
   it('releases the key on an unknown throw, which is never stored', async () => {
     const app = makeDialectApp(backend);

@@ -1,4 +1,5 @@
 import {
+  type CompiledQuery,
   type DatabaseConnection,
   type Dialect,
   type Driver,
@@ -19,18 +20,15 @@ export class SessionConnectionProvider {
 
   /** Statements that would end the call's transaction, read by `flavor`'s rules, are refused (see `endsTransaction`). */
   constructor(connection: DatabaseConnection, flavor: SqlFlavor) {
-    const refuse = (text: string) => {
+    // The text checked is the text sent: a query object whose `sql` changed between two reads would pass otherwise.
+    const checked = <Q extends CompiledQuery>(query: Q): Q => {
+      const text = query.sql;
       if (endsTransaction(text, flavor)) throw new TransactionControlError(text);
+      return { ...query, sql: text };
     };
     this.#connection = {
-      executeQuery: (query) => {
-        refuse(query.sql);
-        return connection.executeQuery(query);
-      },
-      streamQuery: (query, chunkSize) => {
-        refuse(query.sql);
-        return connection.streamQuery(query, chunkSize);
-      },
+      executeQuery: (query) => connection.executeQuery(checked(query)),
+      streamQuery: (query, chunkSize) => connection.streamQuery(checked(query), chunkSize),
     };
   }
 

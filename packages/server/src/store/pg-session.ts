@@ -59,6 +59,9 @@ export class PgSession implements Session {
   }
 
   async commit(statements: readonly string[]): Promise<Row[][]> {
+    // From here on the handler's queries are refused: one it started without awaiting would queue on the client
+    // behind the COMMIT and run outside the call's transaction.
+    this.#provider.close();
     const results = await this.#end(statements, 'COMMIT');
     if (results[results.length - 1]?.command === 'ROLLBACK') throw new CommitRolledBackError();
     return results.slice(0, -1).map((r) => r.rows ?? []);

@@ -55,6 +55,9 @@ describe('endsTransaction', () => {
       'SELECT 1 AS x$$; COMMIT; SELECT 2 AS y$$',
       // A name ending in E before a quote is a name, not an escape string.
       "SELECT 1 AS namE'\\'; COMMIT; -- '",
+      // A carriage return ends a `--` comment.
+      '--\rCOMMIT',
+      'SELECT 1; -- x\rEND',
       // With standard_conforming_strings off a backslash escapes (on, this is one string): read both ways.
       "SELECT 'a\\'' ; COMMIT; --'",
     ];
@@ -68,6 +71,11 @@ describe('endsTransaction', () => {
       'SELECT $1::int; SELECT $2::int',
       'SELECT a[1]; SELECT b[2]',
       'SELECT 1 # 2',
+      // Postgres refuses a COMMIT inside a procedure or prepared statement called in a transaction block.
+      'CALL p()',
+      'PREPARE q AS SELECT 1',
+      'EXECUTE q',
+      'SET LOCAL statement_timeout = 1000',
     ];
     expect(allowed.filter((text) => endsTransaction(text, 'postgres'))).toEqual([]);
   });
@@ -85,7 +93,28 @@ describe('endsTransaction', () => {
       'SELECT 1 --1; COMMIT',
       // With NO_BACKSLASH_ESCAPES a backslash is a character: read both ways.
       "SELECT 'a\\'; COMMIT; -- '",
+      // DEL after `--` opens a comment on some servers: read both ways.
+      "select 1 --\x7f'\n; commit; -- '",
+      // Whether a carriage return ends a `#` comment: read both ways.
+      "# x\r'\nCOMMIT; -- '",
+      '# x\rCOMMIT',
+      // Statements that run another, or SQL that cannot be read before it runs (a procedure may COMMIT).
+      'SET STATEMENT max_statement_time=100 FOR COMMIT',
+      "EXECUTE IMMEDIATE 'COMMIT'",
+      "PREPARE s FROM 'COMMIT'",
+      'EXECUTE s',
+      'CALL rv_commit_proc()',
+      // What changes how the session commits, in any form.
+      'SET LOCAL autocommit = 1',
+      'SET @rv = 1, autocommit = 1',
+      'SET @@session.`autocommit` = 1',
+      'SET SESSION completion_type = 1',
+      'SET STATEMENT max_statement_time=100 FOR SET autocommit = 1',
       // Implicit commits.
+      'CHECK TABLE t',
+      'RESET QUERY CACHE',
+      "SET PASSWORD FOR nobody = PASSWORD('x')",
+      'XA START 1',
       'CREATE TABLE t (id int)',
       'DROP TABLE t',
       'LOCK TABLES t WRITE',
@@ -98,6 +127,11 @@ describe('endsTransaction', () => {
       'SELECT 1 /*+ ; COMMIT */',
       'CREATE TEMPORARY TABLE t (id int)',
       'DROP TEMPORARY TABLE t',
+      'SET STATEMENT max_statement_time=100 FOR SELECT 1',
+      'SET @x = 1',
+      'SET NAMES utf8mb4',
+      'SELECT 1 --x',
+      'CHECKSUM TABLE t',
     ];
     expect(allowed.filter((text) => endsTransaction(text, 'mysql'))).toEqual([]);
   });

@@ -16,47 +16,65 @@ export class TransactionControlError extends Error {
 /**
  * Whether a text holds a statement that ends the transaction it runs in, or opens another: BEGIN, START TRANSACTION,
  * COMMIT, END, ABORT, ROLLBACK (but not ROLLBACK TO a savepoint: the handler's own savepoints are its business),
- * PREPARE TRANSACTION, `SET autocommit`; on MySQL also what commits implicitly (DDL other than on temporary tables,
- * LOCK TABLES, grants).
+ * PREPARE TRANSACTION, `SET autocommit`. On MySQL also what commits implicitly (DDL other than on temporary tables,
+ * LOCK TABLES, grants, CHECK TABLE, RESET, SET PASSWORD, replication and XA statements), what changes how the session
+ * commits (any SET naming `autocommit` or `completion_type`, in whatever form), `SET STATEMENT … FOR` the statement
+ * it runs, and what runs SQL that cannot be read before it runs: CALL (a procedure may COMMIT), PREPARE and EXECUTE.
  *
  * Statements are found the way the database finds them, so that a `;` or a keyword inside a string, a quoted name or
  * a comment does not count, and one the database runs is never hidden: Postgres nests block comments, lets `$`
- * continue a name, and reads a backslash in a standard string as a character; MySQL runs the inside of `/*! … *\/`,
- * ends `#` comments at the line and wants a space after `--`. Where a setting changes the rules
- * (`standard_conforming_strings`, `NO_BACKSLASH_ESCAPES`), the text is read both ways and refused if either finds one.
+ * continue a name, ends `--` comments at a carriage return too, and reads a backslash in a standard string as a
+ * character; MySQL runs the inside of `/*! … *\/` and ends `#` comments at the line. Where a setting or a server
+ * version changes the rules (`standard_conforming_strings`, `NO_BACKSLASH_ESCAPES`, which characters after `--` open
+ * a comment, whether a carriage return ends one), the text is read every way and refused if any finds one.
  */
 export function endsTransaction(text: string, flavor: SqlFlavor): boolean {
-  const ends = flavor === 'mysql' ? endsMysql : endsStatement;
-  // One statement with nothing to lex (what Kysely compiles): only its first word counts.
+  const ends = (statement: string) => endsStatement(statement, flavor, text);
+  // One statement with nothing to lex (what Kysely compiles): only its first words count.
   if (!NEEDS_LEXING.test(text)) return ends(text);
   return LEXINGS[flavor].some((rules) => statementsOf(text, rules).some(ends));
+}
+
+function endsStatement(statement: string, flavor: SqlFlavor, text: string): boolean {
+  if (ENDS.test(statement)) return true;
+  if (flavor !== 'mysql') return false;
+  if (MYSQL_COMMITS.test(statement)) return true;
+  // `SET STATEMENT var = value, … FOR statement` runs that statement.
+  const inner = /^\s*set\s+statement\b[\s\S]*?\bfor\b([\s\S]*)$/i.exec(statement);
+  if (inner) return endsStatement(inner[1]!, flavor, text);
+  // `SET LOCAL autocommit`, `SET @x = 1, autocommit = 1`, `` SET @@session.`autocommit` ``: the name is read in the
+  // whole text, where quoting has not hidden it.
+  return /^\s*set\b/i.test(statement) && /autocommit|completion_type/i.test(text);
 }
 
 const NEEDS_LEXING = /[;#]|\/\*|--/;
 const ENDS =
   /^\s*(?:begin|start|commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|prepare\s+transaction|set\s+(?:@@(?:session\.)?|session\s+)?autocommit)\b/i;
-const MYSQL_IMPLICIT_COMMIT =
-  /^\s*(?:alter|create(?!\s+temporary)|drop(?!\s+temporary)|rename|truncate|lock|unlock|grant|revoke|analyze|optimize|repair|flush|install|uninstall|load\s+index|cache\s+index)\b/i;
-const endsStatement = (statement: string) => ENDS.test(statement);
-const endsMysql = (statement: string) => ENDS.test(statement) || MYSQL_IMPLICIT_COMMIT.test(statement);
+const MYSQL_COMMITS =
+  /^\s*(?:alter|create(?!\s+temporary)|drop(?!\s+temporary)|rename|truncate|lock|unlock|grant|revoke|analyze|optimize|repair|check|reset|flush|install|uninstall|load\s+index|cache\s+index|set\s+password|stop|change|xa|backup|call|prepare|execute)\b/i;
 
 interface Rules {
   /** A backslash escapes the next character in every string (else only in Postgres' `E'…'`). */
   backslash: boolean;
+  /** A carriage return ends a `--` or `#` comment, as a line feed does. */
+  returnEndsLine: boolean;
+  /** MySQL: `--` before DEL or a non-ASCII character opens a comment (it always does before a space or a control). */
+  looseDash?: boolean;
   postgres?: boolean;
   mysql?: boolean;
 }
 
 const LEXINGS: Record<SqlFlavor, Rules[]> = {
   postgres: [
-    { backslash: false, postgres: true },
-    { backslash: true, postgres: true },
+    { backslash: false, returnEndsLine: true, postgres: true },
+    { backslash: true, returnEndsLine: true, postgres: true },
   ],
-  mysql: [
-    { backslash: true, mysql: true },
-    { backslash: false, mysql: true },
-  ],
-  sqlite: [{ backslash: false }],
+  mysql: [true, false].flatMap((backslash) =>
+    [true, false].flatMap((returnEndsLine) =>
+      [true, false].map((looseDash) => ({ backslash, returnEndsLine, looseDash, mysql: true })),
+    ),
+  ),
+  sqlite: [{ backslash: false, returnEndsLine: false }],
 };
 
 /** The statements of a text, with strings, quoted names and comments blanked out. */
@@ -80,11 +98,10 @@ function statementsOf(text: string, rules: Rules): string[] {
       skip(quoteEnd(text, i, '"', rules.mysql === true && rules.backslash));
     } else if (c === '`' && !rules.postgres) {
       skip(quoteEnd(text, i, '`', false));
-    } else if (c === '-' && next === '-' && (!rules.mysql || !(text.charCodeAt(i + 2) > 32))) {
-      // MySQL: `--` opens a comment only before a space or a control character (or at the end).
-      skip(lineEnd(text, i));
+    } else if (c === '-' && next === '-' && (!rules.mysql || dashOpensComment(text.charCodeAt(i + 2), rules))) {
+      skip(lineEnd(text, i, rules));
     } else if (c === '#' && rules.mysql) {
-      skip(lineEnd(text, i));
+      skip(lineEnd(text, i, rules));
     } else if (c === '/' && next === '*') {
       const marker = rules.mysql ? /^\/\*M?!\d*/.exec(text.slice(i, i + 12)) : null;
       if (marker) {
@@ -135,9 +152,16 @@ function quoteEnd(text: string, open: number, quote: string, escapes: boolean): 
   return text.length;
 }
 
-function lineEnd(text: string, from: number): number {
-  const end = text.indexOf('\n', from);
-  return end < 0 ? text.length : end;
+function lineEnd(text: string, from: number, rules: Rules): number {
+  for (let i = from; i < text.length; i++) {
+    if (text[i] === '\n' || (rules.returnEndsLine && text[i] === '\r')) return i;
+  }
+  return text.length;
+}
+
+/** MySQL: `--` opens a comment before a space, a control character or the end (`after` is NaN there). */
+function dashOpensComment(after: number, rules: Rules): boolean {
+  return !(after > 32) || (rules.looseDash === true && after >= 127);
 }
 
 /** The index after the block comment opened at `open`; Postgres nests them, MySQL and SQLite do not. */
