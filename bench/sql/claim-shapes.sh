@@ -67,9 +67,19 @@ CTE="WITH seen AS (SELECT $FREE AS free FROM $T AS x WHERE x.scope = E'bench' AN
 CLAIM="INSERT INTO $T AS k (scope, key, fingerprint, path, status, created_at, expires_at) SELECT $K, $FP, E'light', 'in_progress', clock_timestamp(), $TTL WHERE $BOUND ON CONFLICT (scope, key) DO NOTHING RETURNING $EXPIRES, $RESTORE AS restored"
 BARE="INSERT INTO $T AS k (scope, key, fingerprint, path, status, created_at, expires_at) VALUES ($K, $FP, E'light', 'in_progress', clock_timestamp(), $TTL) ON CONFLICT (scope, key) DO NOTHING RETURNING $EXPIRES"
 
+# THINK_US=500 puts that many µs of client "think time" between a transaction's round trips, as an app server
+# spends between a statement's answer and its next one (tRPC, Kysely, the handler): a transaction then stays open
+# that long, which an autocommit design does not pay.
+THINK_US="${THINK_US:-0}"
 shape() { # name, then one argument per round trip (statements already joined with \;)
   local name="$1"; shift
-  { echo '\set k random(1, 9000000000000000)'; echo '\set a random(1, 1000)'; for rt in "$@"; do echo "$rt;"; done; } > "$DIR/$name.sql"
+  local first=1
+  { echo '\set k random(1, 9000000000000000)'; echo '\set a random(1, 1000)'
+    for rt in "$@"; do
+      [[ $first == 0 && $THINK_US != 0 ]] && echo "\\sleep $THINK_US us"
+      first=0
+      echo "$rt;"
+    done; } > "$DIR/$name.sql"
 }
 
 # Candidate designs for issue 15 (the key row written once, fewer statements, prepared plans).
@@ -165,14 +175,29 @@ shape classic "INSERT INTO classic_keys (key, fingerprint, status) VALUES (E'k:k
 
 SHAPES=(${SHAPES:-plain bare before now now+read function classic now-nosp now-nobound single split-simple split-prepared pay-plain pay-now pay-nosp pay-bare pay-single})
 mode() { [[ "$1" == split-prepared ]] && echo prepared || echo simple; }
-declare -A TPS
+# CPU of the whole Postgres server in clock ticks: the postmaster and its live children, plus the children already
+# exited (reaped into the postmaster's cutime/cstime), so a cell's pgbench backends count after they are gone.
+PM_PID=$(head -1 "$(psql -At "$TARGET" -c 'SHOW data_directory')/postmaster.pid" 2>/dev/null || true)
+pg_ticks() {
+  [[ -n "$PM_PID" ]] || { echo 0; return; }
+  { awk '{print $14 + $15 + $16 + $17}' "/proc/$PM_PID/stat"
+    for c in $(pgrep -P "$PM_PID"); do awk '{print $14 + $15}' "/proc/$c/stat" 2>/dev/null; done; } | awk '{s += $1} END {print s}'
+}
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+declare -A TPS CPU
 for ((round = 1; round <= ROUNDS; round++)); do
   # Rotate the order each round so no shape always runs first or last.
   for ((i = 0; i < ${#SHAPES[@]}; i++)); do
     s="${SHAPES[$(((i + round) % ${#SHAPES[@]}))]}"
-    tps=$(pgbench -n -M "$(mode "$s")" -D prepared=0 -c 16 -j 2 -T "$SECONDS_PER_CELL" -f "$DIR/$s.sql" "$TARGET" 2>/dev/null | awk '/^tps/ {print int($3)}')
+    before=$(pg_ticks)
+    out=$(pgbench -n -M "$(mode "$s")" -D prepared=0 -c 16 -j 2 -T "$SECONDS_PER_CELL" -f "$DIR/$s.sql" "$TARGET" 2>/dev/null)
+    sleep 0.3 # let the postmaster reap the cell's backends
+    tps=$(awk '/^tps/ {print int($3)}' <<<"$out")
+    txs=$(awk '/number of transactions actually processed/ {print $NF}' <<<"$out" | cut -d/ -f1)
+    cpu=$(( ($(pg_ticks) - before) * TICK_US / (txs > 0 ? txs : 1) ))
     TPS[$s]="${TPS[$s]:-} $tps"
-    echo "round $round  $s  $tps tps"
+    CPU[$s]="${CPU[$s]:-} $cpu"
+    echo "round $round  $s  $tps tps  $cpu µs Postgres CPU per transaction"
   done
 done
 echo
@@ -180,9 +205,11 @@ median_ratio() { # shape, reference shape: the median over rounds of tps(shape) 
   paste <(tr ' ' '\n' <<<"${TPS[$1]}" | sed '/^$/d') <(tr ' ' '\n' <<<"${TPS[$2]:-}" | sed '/^$/d') |
     awk '$2 > 0 {print $1 / $2}' | sort -g | awk '{a[NR] = $1} END {if (NR) printf "%.2f", a[int((NR + 1) / 2)]; else printf "-"}'
 }
-printf '%-15s %-36s %-8s %s\n' shape "tps per round" "÷ bare" "÷ pay-plain (payment shapes)"
+median() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]; else print "-"}'; }
+printf '%-15s %-36s %-8s %-14s %s\n' shape "tps per round" "÷ bare" "Postgres µs/tx" "÷ pay-plain (payment shapes)"
 for s in "${SHAPES[@]}"; do
-  printf '%-15s %-36s %-8s %s\n' "$s" "${TPS[$s]}" "$(median_ratio "$s" bare)" "$([[ $s == pay-* ]] && median_ratio "$s" pay-plain)"
+  printf '%-15s %-36s %-8s %-14s %s\n' "$s" "${TPS[$s]}" "$(median_ratio "$s" bare)" "$(median "${CPU[$s]}")" \
+    "$([[ $s == pay-* ]] && median_ratio "$s" pay-plain)"
 done
 # Completions update the row the claim inserted; HOT updates (no new index entries) keep them cheap.
 psql -At "$TARGET" -c "SELECT 'completion updates on idempotency_keys: ' || n_tup_upd || ', of which HOT: ' || n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'idempotency_keys'"
