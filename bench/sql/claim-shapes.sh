@@ -201,11 +201,14 @@ for ((round = 1; round <= ROUNDS; round++)); do
   done
 done
 echo
-median_ratio() { # shape, reference shape: the median over rounds of tps(shape) / tps(reference)
-  paste <(tr ' ' '\n' <<<"${TPS[$1]}" | sed '/^$/d') <(tr ' ' '\n' <<<"${TPS[$2]:-}" | sed '/^$/d') |
-    awk '$2 > 0 {print $1 / $2}' | sort -g | awk '{a[NR] = $1} END {if (NR) printf "%.2f", a[int((NR + 1) / 2)]; else printf "-"}'
+median() { # values separated by spaces or lines, printf format: the middle value, or - when there is none
+  tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g |
+    awk -v fmt="${2:-%s}" '{a[NR] = $1} END {if (NR) printf fmt, a[int((NR + 1) / 2)]; else printf "-"}'
 }
-median() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]; else print "-"}'; }
+median_ratio() { # shape, reference shape: the median over rounds of tps(shape) / tps(reference)
+  median "$(paste <(tr ' ' '\n' <<<"${TPS[$1]}" | sed '/^$/d') <(tr ' ' '\n' <<<"${TPS[$2]:-}" | sed '/^$/d') |
+    awk '$2 > 0 {print $1 / $2}')" '%.2f'
+}
 printf '%-15s %-36s %-8s %-14s %s\n' shape "tps per round" "÷ bare" "Postgres µs/tx" "÷ pay-plain (payment shapes)"
 for s in "${SHAPES[@]}"; do
   printf '%-15s %-36s %-8s %-14s %s\n' "$s" "${TPS[$s]}" "$(median_ratio "$s" bare)" "$(median "${CPU[$s]}")" \

@@ -59,9 +59,6 @@ export class PgSession implements Session {
   }
 
   async commit(statements: readonly string[]): Promise<Row[][]> {
-    // From here on the handler's queries are refused: one it started without awaiting would queue on the client
-    // behind the COMMIT and run outside the call's transaction.
-    this.#provider.close();
     const results = await this.#end(statements, 'COMMIT');
     if (results[results.length - 1]?.command === 'ROLLBACK') throw new CommitRolledBackError();
     return results.slice(0, -1).map((r) => r.rows ?? []);
@@ -69,12 +66,14 @@ export class PgSession implements Session {
 
   async finish(statements: readonly string[]): Promise<Row[][]> {
     if (this.#released) throw new Error('idempotency: session already finished');
-    this.#provider.close();
     return (await this.#end(statements, 'ROLLBACK')).slice(0, -1).map((r) => r.rows ?? []);
   }
 
   /** Sends `statements` and the transaction's end in one round trip, then gives the client back. */
   async #end(statements: readonly string[], end: 'COMMIT' | 'ROLLBACK'): Promise<PgResultLike[]> {
+    // From here on the handler's queries are refused: one it started without awaiting would queue on the client
+    // behind the transaction's end and run outside it.
+    this.#provider.close();
     let results: PgResultLike[];
     try {
       results = await this.#sendRaw([...statements, end]);

@@ -2,6 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { endsTransaction, type SqlFlavor } from './transaction-control.js';
 
 const FLAVORS: SqlFlavor[] = ['postgres', 'mysql', 'sqlite'];
+/** The texts `endsTransaction` lets through (for lists that must all be refused). */
+const passed = (texts: string[], flavor: SqlFlavor) => texts.filter((text) => !endsTransaction(text, flavor));
+/** The texts `endsTransaction` refuses (for lists that must all pass). */
+const refused = (texts: string[], flavor: SqlFlavor) => texts.filter((text) => endsTransaction(text, flavor));
 
 describe('endsTransaction', () => {
   it.each(FLAVORS)('refuses what ends the transaction on %s, wherever the statement starts', (flavor) => {
@@ -24,7 +28,7 @@ describe('endsTransaction', () => {
       'SELECT "a;b"; COMMIT',
       "SELECT 'it''s'; /* ' */ COMMIT",
     ];
-    expect(texts.filter((text) => !endsTransaction(text, flavor))).toEqual([]);
+    expect(passed(texts, flavor)).toEqual([]);
   });
 
   it.each(FLAVORS)('lets through on %s what only mentions it, and the handler own savepoints', (flavor) => {
@@ -42,11 +46,11 @@ describe('endsTransaction', () => {
       'UPDATE accounts SET balance = balance - 1 WHERE id = 1; SELECT 1',
       'SELECT pending, started FROM jobs',
     ];
-    expect(texts.filter((text) => endsTransaction(text, flavor))).toEqual([]);
+    expect(refused(texts, flavor)).toEqual([]);
   });
 
   it('reads Postgres texts by Postgres rules', () => {
-    const refused = [
+    const ends = [
       // A backslash in a standard string is a character: the string ends before `;`.
       "SELECT '\\'; COMMIT; -- '",
       // Block comments nest: the first `*/` does not end this one.
@@ -61,7 +65,7 @@ describe('endsTransaction', () => {
       // With standard_conforming_strings off a backslash escapes (on, this is one string): read both ways.
       "SELECT 'a\\'' ; COMMIT; --'",
     ];
-    expect(refused.filter((text) => !endsTransaction(text, 'postgres'))).toEqual([]);
+    expect(passed(ends, 'postgres')).toEqual([]);
     const allowed = [
       "SELECT E'\\'; COMMIT; '",
       'SELECT $$; COMMIT;$$',
@@ -77,11 +81,11 @@ describe('endsTransaction', () => {
       'EXECUTE q',
       'SET LOCAL statement_timeout = 1000',
     ];
-    expect(allowed.filter((text) => endsTransaction(text, 'postgres'))).toEqual([]);
+    expect(refused(allowed, 'postgres')).toEqual([]);
   });
 
   it('reads MySQL texts by MySQL rules', () => {
-    const refused = [
+    const ends = [
       // The inside of an executable comment runs.
       '/*! COMMIT */',
       '/*!50000 COMMIT */',
@@ -120,7 +124,7 @@ describe('endsTransaction', () => {
       'LOCK TABLES t WRITE',
       'TRUNCATE t',
     ];
-    expect(refused.filter((text) => !endsTransaction(text, 'mysql'))).toEqual([]);
+    expect(passed(ends, 'mysql')).toEqual([]);
     const allowed = [
       'SELECT `a;COMMIT`',
       'SELECT 1 # ; COMMIT',
@@ -133,7 +137,7 @@ describe('endsTransaction', () => {
       'SELECT 1 --x',
       'CHECKSUM TABLE t',
     ];
-    expect(allowed.filter((text) => endsTransaction(text, 'mysql'))).toEqual([]);
+    expect(refused(allowed, 'mysql')).toEqual([]);
   });
 
   it('reads SQLite texts by SQLite rules', () => {
