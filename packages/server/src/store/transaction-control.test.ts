@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { endsTransaction, type SqlFlavor } from './transaction-control.js';
+import { endsTransaction, LEXINGS, readingsOf, type SqlFlavor, statementsOf } from './transaction-control.js';
 
 const FLAVORS: SqlFlavor[] = ['postgres', 'mysql', 'sqlite'];
 /** The texts `endsTransaction` lets through (for lists that must all be refused). */
@@ -144,5 +145,52 @@ describe('endsTransaction', () => {
     expect(endsTransaction("SELECT 'a\\'; COMMIT; -- '", 'sqlite')).toBe(true);
     expect(endsTransaction('SELECT `a;COMMIT`', 'sqlite')).toBe(false);
     expect(endsTransaction('CREATE TABLE t (id int)', 'sqlite')).toBe(false);
+  });
+
+  /** Texts made of the characters each reading treats differently, so that any two readings can disagree. */
+  const lexedTexts = fc
+    .array(
+      fc.constantFrom(
+        "'",
+        '"',
+        '`',
+        ';',
+        '-',
+        '--',
+        '#',
+        '/*',
+        '*/',
+        '/*!',
+        '$$',
+        'E',
+        '\\',
+        '\r',
+        '\n',
+        '\x7f',
+        'é',
+        ' ',
+        'COMMIT',
+        'x',
+      ),
+      { maxLength: 24 },
+    )
+    .map((parts) => parts.join(''));
+
+  it.each(FLAVORS)('reads a %s text only the ways that differ on it, and every way that does', (flavor) => {
+    fc.assert(
+      fc.property(lexedTexts, (text) => {
+        const distinct = (rules: readonly (typeof LEXINGS)[SqlFlavor][number][]) =>
+          new Set(rules.map((r) => statementsOf(text, r).join(';')));
+        // The readings skipped would have found the same statements as one kept.
+        expect(distinct(readingsOf(text, flavor))).toEqual(distinct(LEXINGS[flavor]));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('reads a MySQL text without backslash, carriage return or DEL-and-up characters once', () => {
+    expect(readingsOf('SELECT 1; -- x\nSELECT 2', 'mysql')).toHaveLength(1);
+    expect(readingsOf("SELECT 'a\\'; -- x\r\x7f", 'mysql')).toHaveLength(8);
+    expect(readingsOf("SELECT E'a\\'", 'postgres')).toHaveLength(2);
   });
 });

@@ -32,10 +32,23 @@ export function endsTransaction(text: string, flavor: SqlFlavor): boolean {
   const ends = (statement: string) => endsStatement(statement, flavor, text);
   // One statement with nothing to lex (what Kysely compiles): only its first words count.
   if (!NEEDS_LEXING.test(text)) return ends(text);
-  return LEXINGS[flavor].some((rules) => statementsOf(text, rules).some(ends));
+  return readingsOf(text, flavor).some((rules) => statementsOf(text, rules).some(ends));
 }
 
-function endsStatement(statement: string, flavor: SqlFlavor, text: string): boolean {
+/**
+ * The flavor's readings that can differ on this text: a rule about backslashes, carriage returns or characters from
+ * DEL up reads a text without such a character as the rule's absence does, so one of each such pair is enough. On
+ * MySQL a plain text is read once instead of 8 times.
+ */
+export function readingsOf(text: string, flavor: SqlFlavor): readonly Rules[] {
+  const mask =
+    (text.includes('\\') ? BACKSLASH : 0) |
+    (text.includes('\r') ? CARRIAGE_RETURN : 0) |
+    (FROM_DEL.test(text) ? DEL_AND_UP : 0);
+  return READINGS[flavor][mask]!;
+}
+
+export function endsStatement(statement: string, flavor: SqlFlavor, text: string): boolean {
   if (ENDS.test(statement)) return true;
   if (flavor !== 'mysql') return false;
   if (MYSQL_COMMITS.test(statement)) return true;
@@ -47,13 +60,13 @@ function endsStatement(statement: string, flavor: SqlFlavor, text: string): bool
   return /^\s*set\b/i.test(statement) && /autocommit|completion_type/i.test(text);
 }
 
-const NEEDS_LEXING = /[;#]|\/\*|--/;
+export const NEEDS_LEXING = /[;#]|\/\*|--/;
 const ENDS =
   /^\s*(?:begin|start|commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|prepare\s+transaction|set\s+(?:@@(?:session\.)?|session\s+)?autocommit)\b/i;
 const MYSQL_COMMITS =
   /^\s*(?:alter|create(?!\s+temporary)|drop(?!\s+temporary)|rename|truncate|lock|unlock|grant|revoke|analyze|optimize|repair|check|reset|flush|install|uninstall|load\s+index|cache\s+index|set\s+password|stop|change|xa|backup|call|prepare|execute)\b/i;
 
-interface Rules {
+export interface Rules {
   /** A backslash escapes the next character in every string (else only in Postgres' `E'…'`). */
   backslash: boolean;
   /** A carriage return ends a `--` or `#` comment, as a line feed does. */
@@ -64,7 +77,7 @@ interface Rules {
   mysql?: boolean;
 }
 
-const LEXINGS: Record<SqlFlavor, Rules[]> = {
+export const LEXINGS: Record<SqlFlavor, readonly Rules[]> = {
   postgres: [
     { backslash: false, returnEndsLine: true, postgres: true },
     { backslash: true, returnEndsLine: true, postgres: true },
@@ -77,8 +90,33 @@ const LEXINGS: Record<SqlFlavor, Rules[]> = {
   sqlite: [{ backslash: false, returnEndsLine: false }],
 };
 
+/** Which of the characters that some reading treats apart a text holds: bits of `readingsOf`'s mask. */
+const BACKSLASH = 1;
+const CARRIAGE_RETURN = 2;
+const DEL_AND_UP = 4;
+const FROM_DEL = /[^\0-\x7e]/;
+
+/** For each flavor and mask, the flavor's readings with those that read such a text alike dropped (one kept). */
+const READINGS: Record<SqlFlavor, readonly (readonly Rules[])[]> = {
+  postgres: byMask(LEXINGS.postgres),
+  mysql: byMask(LEXINGS.mysql),
+  sqlite: byMask(LEXINGS.sqlite),
+};
+
+function byMask(all: readonly Rules[]): (readonly Rules[])[] {
+  return Array.from({ length: 8 }, (_, mask) => {
+    const seen = new Set<string>();
+    return all.filter((rules) => {
+      const reading = `${(mask & BACKSLASH) !== 0 && rules.backslash} ${(mask & CARRIAGE_RETURN) !== 0 && rules.returnEndsLine} ${(mask & DEL_AND_UP) !== 0 && rules.looseDash === true}`;
+      if (seen.has(reading)) return false;
+      seen.add(reading);
+      return true;
+    });
+  });
+}
+
 /** The statements of a text, with strings, quoted names and comments blanked out. */
-function statementsOf(text: string, rules: Rules): string[] {
+export function statementsOf(text: string, rules: Rules): string[] {
   let out = '';
   let from = 0; // start of the code not yet copied to `out`
   let executable = false; // inside MySQL's `/*! … */`, whose content runs
