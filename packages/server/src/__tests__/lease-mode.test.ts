@@ -117,6 +117,59 @@ describe.each(DIALECT_BACKENDS)('lease mode on %s', (name) => {
     expect((await keyRow(backend, key))?.status).toBe('done');
   });
 
+  // A duplicate that read the expired row and then lost the takeover must look again, never replay what it read: that
+  // result is no longer the key's outcome (an outside review saw 2 of 9 duplicates over 3 instances get it). The
+  // interleaving is driven at the driver: this instance's takeover waits at a gate while another owner takes the row
+  // over. The pg fast path only, where the middleware's statements go through the pool's clients (the same code
+  // decides on every dialect).
+  // With another payload than the expired result's, the same call must not answer 422 from the stale row either: an
+  // expired key counts as absent, and the new owner runs this call's payload.
+  it.skipIf(name !== 'pg-fast').each([
+    { payload: 'the same payload', amount: 7 },
+    { payload: 'another payload', amount: 8 },
+  ])(
+    'looks again when another call takes over the expired row it read, never answering from it ($payload)',
+    async ({ amount }) => {
+      const first = makeDialectApp(backend, { mode: 'lease' });
+      const key = newKey();
+      const expired = await first.caller(key, 'lease-lost-takeover').payments.create({ amount: 7 });
+      const where = `${keyColumn(backend)} = ${backend.text(key)}`;
+      await backend.query(`UPDATE idempotency_keys SET expires_at = ${backend.at(-1000)} WHERE ${where}`);
+      const instance = backend.another();
+      const atTakeover = deferred();
+      const proceed = deferred();
+      instance.pool!.on('connect', (client) => {
+        const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
+        client.query = (async (...args: unknown[]) => {
+          if (typeof args[0] === 'string' && /UPDATE \S+ AS k SET fingerprint =/.test(args[0])) {
+            atTakeover.resolve();
+            await proceed.promise;
+          }
+          return query(...args);
+        }) as typeof client.query;
+      });
+      const late = makeDialectApp(instance, { mode: 'lease', wait: 300 });
+      const call = late.caller(key, 'lease-lost-takeover').payments.create({ amount });
+      call.catch(() => {});
+      await atTakeover.promise; // it read the row, done and expired, and is about to take it over
+      // Another call with this call's payload takes it over first and is still running its handler.
+      const fp = await fingerprint('payments.create', { amount });
+      await backend.query(
+        `UPDATE idempotency_keys SET status = 'in_progress', token = 'other-owner', response = NULL, fingerprint = '${fp}',
+          locked_until = ${backend.at(60_000)}, expires_at = ${backend.at(3_600_000)} WHERE ${where}`,
+      );
+      proceed.resolve();
+      const outcome = await call.then(
+        (value) => ({ replayed: value }),
+        (error: TRPCError) => ({ code: error.code }),
+      );
+      // The row is a live owner's now: 409 once `wait` is used up, never the expired result nor a 422 from its payload.
+      expect(outcome).not.toEqual({ replayed: expired });
+      expect(outcome).toEqual({ code: 'CONFLICT' });
+      expect(late.control.runs).toBe(0);
+    },
+  );
+
   it('answers 422 for a dead claim of another payload instead of taking it over', async () => {
     const app = makeDialectApp(backend, { mode: 'lease' });
     const key = newKey();

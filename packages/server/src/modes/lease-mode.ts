@@ -68,12 +68,13 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
         return replayRow(rt, call, existing.response, claim.readAt + Number(existing.expires_in_ms));
       }
     }
-    // The original still holds a live lease (or its row just vanished): look again until `wait` is used up.
+    // The original still holds a live lease, a takeover was lost (or its row just vanished): look again until `wait`
+    // is used up.
     const left = call.deadline - performance.now();
     if (left <= 0) throw conflict(rt, call);
     // Wake when the lease runs out; past it (a live holder keeps its lock), at the polling pace.
     const leaseLeft = existing ? Number(existing.lease_left_ms) : 0;
-    await sleep(Math.min(pause, left, leaseLeft > 0 ? leaseLeft + 1 : existing ? pause : 1));
+    await sleep(Math.min(pause, left, leaseLeft > 0 ? leaseLeft + 1 : existing || claim.lostTakeover ? pause : 1));
     pause = Math.min(pause * 2, POLL_MAX_MS);
     waited = true;
   }
@@ -97,7 +98,7 @@ async function claimKey(
   call: Call,
 ): Promise<
   | { owner: Owner; session: Session | undefined; existing?: undefined }
-  | { owner?: undefined; existing?: Row; readAt: number }
+  | { owner?: undefined; existing?: Row; lostTakeover?: true; readAt: number }
 > {
   const { store, sql, options } = rt;
   const lease = { ...call, ttlMs: options.ttl, token: globalThis.crypto.randomUUID(), leaseMs: options.lease };
@@ -132,8 +133,9 @@ async function claimKey(
     return { owner: owner(existing.status === 'in_progress', taken.locked, takeOverSentAt), session: taken.session };
   }
   // Another call took it over first, or the holder is alive (its lock is held though its lease ran out): look again.
+  // What was read is stale: an expired result is no longer the key's outcome, nor its payload the key's.
   taken.session?.rollback().catch(() => {});
-  return { existing, readAt };
+  return { lostTakeover: true, readAt };
 }
 
 /**
