@@ -67,6 +67,16 @@ describe('keys', () => {
     expect(seen).toHaveLength(0);
   });
 
+  test('a key that is not a string (from the caller or the generator) fails before anything is sent', async () => {
+    const { client, seen } = setup(() => 'network');
+    await expect(client.mutation('pay', {}, { context: { idempotencyKey: 123 as unknown as string } })).rejects.toThrow(
+      /visible ASCII/,
+    );
+    const generated = setup(() => 'network', { generateKey: () => 42 as unknown as string });
+    await expect(generated.client.mutation('pay', {})).rejects.toThrow(/visible ASCII/);
+    expect([seen.length, generated.seen.length]).toEqual([0, 0]);
+  });
+
   test('queries and mutations outside `procedures` pass through once, without a key, never retried', async () => {
     const { client, seen } = setup(() => unavailable);
     await expect(client.query('pay', {})).rejects.toThrow();
@@ -165,6 +175,23 @@ describe('total-time cap', () => {
     await vi.advanceTimersByTimeAsync(1000);
     expect(seen).toHaveLength(2);
     expect(call.done).toBe(true); // the next wait (2000 ms) would end at 3000 > 2500
+  });
+});
+
+describe('time is measured on a monotonic clock', () => {
+  test('a wall clock stepped back (NTP, the user) does not stretch maxElapsedMs', async () => {
+    const { client, seen } = setup(() => 'hang', {
+      attempts: 1000,
+      attemptTimeoutMs: 300,
+      baseDelayMs: 0,
+      maxElapsedMs: 1000,
+    });
+    const call = settle(client.mutation('pay', {}));
+    await vi.advanceTimersByTimeAsync(150);
+    vi.setSystemTime(Date.now() - 60_000);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(call.done).toBe(true);
+    expect(seen.length).toBeLessThanOrEqual(4);
   });
 });
 

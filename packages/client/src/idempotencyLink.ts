@@ -9,7 +9,7 @@ import type { AnyRouter } from '@trpc/server';
 import { observable, type Unsubscribable } from '@trpc/server/observable';
 import { AttemptTimeoutError } from './idempotencyError.js';
 import { backoffDelay } from './internals/backoff.js';
-import { isValidKey } from './internals/keyHeaders.js';
+import { isValidKey, keyText } from './internals/keyHeaders.js';
 import { type IdempotencyLinkOptions, resolveOptions } from './internals/options.js';
 import { wasReplayed } from './internals/responseMeta.js';
 import { classifyError } from './internals/retryPolicy.js';
@@ -35,9 +35,10 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           settled: false,
         };
         const given = op.context.idempotencyKey;
-        let key: string;
+        let key: unknown;
         try {
-          key = typeof given === 'string' ? given : o.generateKey();
+          // Only an absent key is made here: one of the wrong type is refused below, never silently replaced.
+          key = given ?? o.generateKey();
         } catch (cause) {
           observer.error(TRPCClientError.from(cause as Error));
           return;
@@ -46,7 +47,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           observer.error(
             TRPCClientError.from(
               new TypeError(
-                `idempotencyLink: key ${JSON.stringify(key)} for ${op.path} is not 1–255 characters of visible ASCII`,
+                `idempotencyLink: key ${keyText(key)} for ${op.path} is not a string of 1–255 characters of visible ASCII`,
               ),
             ),
           );
@@ -54,7 +55,9 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         }
         Object.assign(info, { key, attempts: 0, replayed: false, settled: false });
 
-        const startedAt = Date.now();
+        // Elapsed time on the monotonic clock: a wall clock stepped back (NTP, the user) must not stretch the cap.
+        const startedAt = performance.now();
+        const elapsed = () => performance.now() - startedAt;
         let attempt = 0;
         let previousBackoff: number | undefined;
         let current: Unsubscribable | undefined;
@@ -121,7 +124,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           // A fresh context per attempt: idempotencyHeaders records its batch position against it.
           const context: OperationContext = { ...op.context, idempotencyKey: key };
           const attemptOp: Operation = { ...op, context };
-          const remaining = o.maxElapsedMs - (Date.now() - startedAt);
+          const remaining = o.maxElapsedMs - elapsed();
           const timeoutMs = Math.max(1, Math.min(o.attemptTimeoutMs, remaining));
           // Only the current attempt may fail the call or retry it. It stops being current when it times out
           // or fails; a stale attempt can still answer (with httpBatchLink its request lives on while a batch
@@ -156,8 +159,8 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         };
 
         const onAttemptError = (error: unknown, context: OperationContext) => {
-          const now = Date.now();
-          const verdict = classifyError(error, now);
+          // The wall clock here: a Retry-After may be an HTTP date.
+          const verdict = classifyError(error, Date.now());
           if (!verdict.retry) {
             answered();
             // A stored error (a business CONFLICT, say) is replayed too.
@@ -184,13 +187,13 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
             previousBackoff = delayMs;
           }
           // Sleeping to the total-time cap only to give up then would waste the caller's time.
-          if (now - startedAt + delayMs >= o.maxElapsedMs) return fail(error);
+          if (elapsed() + delayMs >= o.maxElapsedMs) return fail(error);
 
           cancelBackoff = startTimer(delayMs, () =>
             orFail(() => {
               // Timers fire late (a 0 ms one after 1 ms, a busy event loop later still): an attempt with no
               // time left would only cost the server a request.
-              if (Date.now() - startedAt >= o.maxElapsedMs) return fail(error);
+              if (elapsed() >= o.maxElapsedMs) return fail(error);
               // Checked when the retry is due, not when the error came: by then the answers of concurrent
               // calls have landed, so a burst of lost responses among healthy ones is funded by them.
               if (o.budget && !o.budget.tryAcquireRetry()) return fail(error);

@@ -92,6 +92,77 @@ describe('recording', () => {
   });
 });
 
+describe('a failing store or hook never holds the call', () => {
+  /** A store whose methods the test scripts; `list` and `clear` do nothing. */
+  const storeOf = (parts: { put?: () => Promise<void>; remove?: () => Promise<void> }) => ({
+    list: async () => [],
+    put: parts.put ?? (async () => {}),
+    remove: parts.remove ?? (async () => {}),
+    clear: async () => {},
+  });
+  const within = <T>(p: Promise<T>, ms = 2000) =>
+    Promise.race([p, new Promise<'still pending'>((resolve) => setTimeout(() => resolve('still pending'), ms))]);
+
+  test('an onStoreError that throws: the call is still sent and settles', async () => {
+    const full = storeOf({ put: () => Promise.reject(new Error('QuotaExceededError')) });
+    const { client, seen } = setup(() => ok('paid'), {
+      store: full,
+      onStoreError: () => {
+        throw new Error('hook threw');
+      },
+    });
+    expect(await within(outcome(client.mutation('pay', {})))).toEqual({ value: 'paid' });
+    expect(seen).toHaveLength(1);
+  });
+
+  test('a put() that throws synchronously: the call is still sent, and the hook is told', async () => {
+    const told: unknown[] = [];
+    const broken = storeOf({
+      put: () => {
+        throw new Error('storage unavailable');
+      },
+    });
+    const { client, seen } = setup(() => ok('paid'), { store: broken, onStoreError: (e) => told.push(e) });
+    expect(await within(outcome(client.mutation('pay', {})))).toEqual({ value: 'paid' });
+    expect(seen).toHaveLength(1);
+    expect(told).toEqual([new Error('storage unavailable')]);
+  });
+
+  test('a remove() that throws synchronously: the answer still reaches the caller, and the hook is told', async () => {
+    const told: unknown[] = [];
+    const broken = storeOf({
+      remove: () => {
+        throw new Error('remove failed');
+      },
+    });
+    const { client } = setup(() => ok('paid'), { store: broken, onStoreError: (e) => told.push(e) });
+    expect(await within(outcome(client.mutation('pay', {})))).toEqual({ value: 'paid' });
+    const declined = setup(() => ({ status: 402 }), { store: broken, onStoreError: (e) => told.push(e) });
+    const refused = await within(outcome(declined.client.mutation('pay', {})));
+    expect(refused).not.toBe('still pending');
+    expect(isOutcomeUnknown((refused as { error: unknown }).error)).toBe(false);
+    expect(told).toEqual([new Error('remove failed'), new Error('remove failed')]);
+  });
+
+  test('an abort while the store write is pending fails the call at once with its reason, and sends nothing', async () => {
+    const blocked = storeOf({ put: () => new Promise<void>(() => {}) });
+    const { client, seen } = setup(() => ok('paid'), { store: blocked });
+    const controller = new AbortController();
+    const call = outcome(client.mutation('pay', {}, { signal: controller.signal }));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    controller.abort(new Error('user cancelled'));
+    const result = await within(call, 500);
+    expect(result).not.toBe('still pending');
+    expect((result as { error: Error }).error.message).toBe('user cancelled');
+    expect(isOutcomeUnknown((result as { error: unknown }).error)).toBe(true);
+    expect(seen).toHaveLength(0);
+    // Already aborted when the call starts: the same, at once.
+    const already = outcome(client.mutation('pay', {}, { signal: AbortSignal.abort(new Error('gone')) }));
+    expect(((await within(already, 500)) as { error: Error }).error.message).toBe('gone');
+    expect(seen).toHaveLength(0);
+  });
+});
+
 describe('keys', () => {
   test('the key offered through callWithIdempotencyContext reaches every attempt, once', async () => {
     const { client, seen } = setup((n) => (n === 1 ? lost : ok()));
@@ -110,6 +181,17 @@ describe('keys', () => {
   test('an offered key is not delivered when no keyed call starts', () => {
     const { delivered } = callWithIdempotencyContext({ idempotencyKey: 'k' }, () => 1);
     expect(delivered).toBe(false);
+  });
+
+  test('a caller key or a generated key that is not a string fails the call before anything is stored or sent', async () => {
+    const { client, seen, store } = setup(() => ok('paid'));
+    const given = await outcome(client.mutation('pay', {}, { context: { idempotencyKey: 123 as unknown as string } }));
+    expect(String((given as { error: unknown }).error)).toMatch(/visible ASCII/);
+    const generated = setup(() => ok('paid'), { generateKey: () => 42 as unknown as string });
+    const made = await outcome(generated.client.mutation('pay', {}));
+    expect(String((made as { error: unknown }).error)).toMatch(/visible ASCII/);
+    expect([seen.length, generated.seen.length]).toEqual([0, 0]);
+    expect([await store.list('default'), await generated.store.list('default')]).toEqual([[], []]);
   });
 
   test('a "try again" under the same key keeps the time the key was first sent', async () => {

@@ -13,6 +13,7 @@ import { observable } from '@trpc/server/observable';
 import { generateKey as defaultGenerateKey } from './generateKey.js';
 import { takeAmbientContext } from './internals/ambientContext.js';
 import { withLock } from './internals/crossTabLock.js';
+import { isValidKey, keyText } from './internals/keyHeaders.js';
 import { classifyError } from './internals/retryPolicy.js';
 import type { PendingCall, PendingCallStore } from './pendingStorage/pendingCallStore.js';
 import type { IdempotencyCallInfo, MutationPath } from './types.js';
@@ -136,10 +137,18 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
 
   const namespace = (): string | undefined => (store ? (user() ?? undefined) : undefined);
   const lockName = (ns: string, key: string) => `trpc-idempotency:${ns}:${key}`;
+  /** Tells the app's hook; a hook that throws is logged and changes nothing, as `idempotencyLink`'s hooks. */
+  const reportStoreError = (error: unknown) => {
+    try {
+      onStoreError(error);
+    } catch (thrown) {
+      console.error('pendingCallsLink: onStoreError threw', thrown);
+    }
+  };
   const forget = async (ns: string | undefined, key: string) => {
     firstSent.delete(key);
     if (ns === undefined || !store) return;
-    await store.remove(ns, key).catch(onStoreError);
+    await storeCall(() => store.remove(ns, key)).catch(reportStoreError);
   };
 
   const keyed = (op: Operation) => op.type === 'mutation' && (!guarded || guarded.has(op.path));
@@ -153,7 +162,14 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
         const context: OperationContext = { ...op.context, ...ambient };
         let key: string;
         try {
-          key = typeof context.idempotencyKey === 'string' ? context.idempotencyKey : generateKey();
+          // Only an absent key is made here: one of the wrong type fails the call, never silently replaced.
+          const given: unknown = context.idempotencyKey ?? generateKey();
+          if (!isValidKey(given)) {
+            throw new TypeError(
+              `pendingCallsLink: key ${keyText(given)} for ${op.path} is not a string of 1–255 characters of visible ASCII`,
+            );
+          }
+          key = given;
         } catch (error) {
           observer.error(TRPCClientError.from(error as Error));
           return;
@@ -175,6 +191,7 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
         let answer: OperationResultEnvelope<unknown, TRPCClientError<TRouter>> | undefined;
 
         const start = () => {
+          op.signal?.removeEventListener('abort', onAbortBeforeStart);
           if (finished) return;
           subscription = next(sent).subscribe({
             next(envelope) {
@@ -206,21 +223,46 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
           try {
             record = { key, path: op.path, input: JSON.stringify(transformer.serialize(op.input)), firstSentAt };
           } catch (error) {
-            onStoreError(error); // an input JSON cannot hold (FormData, a stream) is sent, not kept
+            reportStoreError(error); // an input JSON cannot hold (FormData, a stream) is sent, not kept
           }
         }
+        // Aborted while the store write is pending (a blocked IndexedDB, say): nothing was sent, so the call fails at
+        // once with the signal's reason and is forgotten once the write ends. From the first attempt on,
+        // `idempotencyLink` answers the signal.
+        let putting: Promise<unknown> | undefined;
+        const onAbortBeforeStart = () => {
+          if (finished) return;
+          finished = true;
+          release();
+          if (putting)
+            void putting.then(
+              () => forget(ns, key),
+              () => {},
+            );
+          const reason: unknown = op.signal?.reason;
+          observer.error(
+            TRPCClientError.from(
+              reason instanceof Error ? reason : new DOMException('The call was aborted', 'AbortError'),
+            ),
+          );
+        };
         if (record && store && ns !== undefined) {
           // Recorded before the first attempt: a reload from here on finds it.
-          store.put(ns, record).then(start, (error: unknown) => {
-            onStoreError(error);
+          const stored = record;
+          putting = storeCall(() => store.put(ns, stored));
+          putting.then(start, (error: unknown) => {
+            reportStoreError(error);
             start();
           });
+          if (op.signal?.aborted) onAbortBeforeStart();
+          else op.signal?.addEventListener('abort', onAbortBeforeStart, { once: true });
         } else {
           start();
         }
 
         return () => {
           finished = true;
+          op.signal?.removeEventListener('abort', onAbortBeforeStart);
           subscription?.unsubscribe();
           release();
         };
@@ -298,4 +340,9 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
       if (ns !== undefined && store) await store.clear(ns);
     },
   });
+}
+
+/** A store call whose synchronous throw (a custom store's) counts as its failure, like a rejection. */
+function storeCall<T>(fn: () => Promise<T>): Promise<T> {
+  return new Promise<T>((resolve) => resolve(fn()));
 }

@@ -62,4 +62,13 @@ describe('retryBudget', () => {
     expect(() => retryBudget({ windowMs: 0 })).toThrow(/windowMs/);
     expect(() => retryBudget({ retryRatio: -1 })).toThrow(/retryRatio/);
   });
+
+  test('a clock stepped back does not block retries past windowMs', () => {
+    const c = clock();
+    const budget = retryBudget({ now: c.now, minRetries: 2, retryRatio: 0, windowMs: 10_000 });
+    expect(take(budget, 5)).toBe(2);
+    c.advance(-60_000); // a wall clock corrected by a minute
+    c.advance(10_000);
+    expect(take(budget, 5)).toBe(2);
+  });
 });

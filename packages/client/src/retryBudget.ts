@@ -37,7 +37,10 @@ export interface RetryBudgetOptions {
    * @default 0.5
    */
   retryRatio?: number;
-  /** The clock, for tests. @default Date.now */
+  /**
+   * The clock, for tests: milliseconds that only move forward. One stepped back (a wall clock corrected) empties the
+   * window rather than holding its counts until it catches up. @default performance.now
+   */
   now?: () => number;
 }
 
@@ -57,7 +60,7 @@ export function retryBudget(opts: RetryBudgetOptions = {}): RetryBudget {
   const windowMs = positive('windowMs', opts.windowMs ?? 10_000);
   const minRetries = nonNegative('minRetries', opts.minRetries ?? 10);
   const retryRatio = nonNegative('retryRatio', opts.retryRatio ?? 0.5);
-  const now = opts.now ?? Date.now;
+  const now = opts.now ?? (() => performance.now());
   const slotMs = windowMs / SLOTS;
   const answered = new Array<number>(SLOTS).fill(0);
   const retried = new Array<number>(SLOTS).fill(0);
@@ -66,13 +69,14 @@ export function retryBudget(opts: RetryBudgetOptions = {}): RetryBudget {
   /** Moves to the slot of the current time, clearing the slots that fell out of the window. */
   function advance(): number {
     const slot = Math.floor(now() / slotMs);
-    const stale = Math.min(SLOTS, slot - currentSlot);
+    // A clock stepped back: every count is of unknown age, so none stays (nor funds, nor blocks).
+    const stale = slot < currentSlot ? SLOTS : Math.min(SLOTS, slot - currentSlot);
     for (let i = 1; i <= stale; i++) {
       const index = (currentSlot + i) % SLOTS;
       answered[index] = 0;
       retried[index] = 0;
     }
-    if (slot > currentSlot) currentSlot = slot;
+    currentSlot = slot;
     return currentSlot % SLOTS;
   }
 

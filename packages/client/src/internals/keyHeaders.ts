@@ -11,8 +11,14 @@ export const KEYS_HEADER = 'Idempotency-Keys';
 /** A key is 1–255 characters of visible ASCII (DESIGN.md, Wire contract). */
 const VISIBLE_ASCII = /^[\x21-\x7e]{1,255}$/;
 
-export function isValidKey(key: string): boolean {
-  return VISIBLE_ASCII.test(key);
+export function isValidKey(key: unknown): key is string {
+  // A number would pass the pattern as its text, and then no header would carry it: refused like any other non-key.
+  return typeof key === 'string' && VISIBLE_ASCII.test(key);
+}
+
+/** A rejected key as an error shows it: a string quoted, anything else with its type. */
+export function keyText(key: unknown): string {
+  return typeof key === 'string' ? JSON.stringify(key) : `${String(key)} (${typeof key})`;
 }
 
 /** `Idempotency-Key` for one operation: the key as an SF String. */
