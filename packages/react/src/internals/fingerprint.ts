@@ -2,6 +2,11 @@
  * A canonical text of a mutation's variables: equal inputs give equal text whatever their key order, so
  * "the same submission again" is told apart from "a changed input". Dates, BigInts, Maps and Sets are
  * tagged, as the server's fingerprint does; functions and symbols are not inputs and are dropped.
+ *
+ * It errs on telling inputs apart: two inputs told apart that the server would take as one only make the hook
+ * settle the earlier submission first (a round trip), while two taken as one that a transformer sends apart
+ * (superjson keeps -0, NaN, ±Infinity, undefined properties, RegExps, URLs, Errors) would go under one key and
+ * get a bare 422. So every number JSON cannot write, and every object that is not plain, is tagged.
  */
 export function fingerprint(value: unknown): string {
   return JSON.stringify(canonical(value, new Set()));
@@ -10,6 +15,9 @@ export function fingerprint(value: unknown): string {
 function canonical(value: unknown, seen: Set<object>): unknown {
   if (typeof value === 'bigint') return { $bigint: value.toString() };
   if (typeof value === 'undefined') return { $undefined: true };
+  if (typeof value === 'number' && (!Number.isFinite(value) || Object.is(value, -0))) {
+    return { $number: Object.is(value, -0) ? '-0' : String(value) };
+  }
   if (typeof value !== 'object' || value === null) return value;
   if (seen.has(value)) throw new TypeError('useIdempotentMutation: the variables contain a cycle');
   seen.add(value);
@@ -21,10 +29,20 @@ function canonical(value: unknown, seen: Set<object>): unknown {
     const out: Record<string, unknown> = {};
     for (const name of Object.keys(value).sort()) {
       const item = (value as Record<string, unknown>)[name];
-      if (item !== undefined && typeof item !== 'function' && typeof item !== 'symbol')
-        out[name] = canonical(item, seen);
+      // An undefined property is kept apart from a missing one: superjson sends it.
+      if (typeof item !== 'function' && typeof item !== 'symbol') out[name] = canonical(item, seen);
     }
-    return out;
+    const prototype = Object.getPrototypeOf(value);
+    if (prototype === Object.prototype || prototype === null) return out;
+    // Not a plain object (a RegExp, a URL, an Error, a class instance): its kind and its text count too, as its
+    // own properties may be none.
+    const text = value instanceof Error ? `${value.name}: ${value.message}` : String(value);
+    return {
+      $object: Object.prototype.toString.call(value),
+      constructor: prototype?.constructor?.name,
+      text,
+      own: out,
+    };
   } finally {
     seen.delete(value);
   }

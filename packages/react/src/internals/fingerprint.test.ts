@@ -1,0 +1,35 @@
+import { describe, expect, test } from 'vitest';
+import { fingerprint } from './fingerprint.js';
+
+/**
+ * "The same submission again" must never be told for two inputs a transformer sends apart: the server would
+ * fingerprint them apart and answer the second, under the first one's key, with a bare 422 (superjson keeps -0,
+ * NaN, ±Infinity, undefined properties, RegExps, URLs, Errors and typed arrays that JSON turns into one value).
+ */
+describe('fingerprint', () => {
+  test.each([
+    ['-0 and 0', { amount: -0 }, { amount: 0 }],
+    ['NaN and null', { amount: Number.NaN }, { amount: null }],
+    ['Infinity and null', { amount: Number.POSITIVE_INFINITY }, { amount: null }],
+    ['-Infinity and Infinity', [Number.NEGATIVE_INFINITY], [Number.POSITIVE_INFINITY]],
+    ['an undefined property and none', { note: undefined }, {}],
+    ['two RegExps', { match: /a/g }, { match: /a/i }],
+    ['two URLs', { at: new URL('https://a.example/') }, { at: new URL('https://b.example/') }],
+    ['two Errors', { cause: new Error('a') }, { cause: new Error('b') }],
+    ['two typed arrays', { bytes: new Uint8Array([1]) }, { bytes: new Uint8Array([2]) }],
+    ['a RegExp and an empty object', { v: /a/ }, { v: {} }],
+  ])('tells %s apart', (_, a, b) => {
+    expect(fingerprint(a)).not.toBe(fingerprint(b));
+  });
+
+  test.each([
+    ['key order', { a: 1, b: { c: 2, d: 3 } }, { b: { d: 3, c: 2 }, a: 1 }],
+    ['equal Dates', { at: new Date(5) }, { at: new Date(5) }],
+    ['equal Maps', new Map([[1, 'x']]), new Map([[1, 'x']])],
+    ['0 and 0', { amount: 0 }, { amount: 0 }],
+    ['NaN and NaN', { amount: Number.NaN }, { amount: Number.NaN }],
+    ['a function property and none', { amount: 1, f: () => 1 }, { amount: 1 }],
+  ])('keeps %s the same', (_, a, b) => {
+    expect(fingerprint(a)).toBe(fingerprint(b));
+  });
+});
