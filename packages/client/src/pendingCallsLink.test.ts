@@ -239,6 +239,29 @@ describe('resume', () => {
     expect(await store.list('default')).toEqual([]);
   });
 
+  test('a call first sent "in the future" (a device clock set ahead, then corrected) is of unknown age: expired', async () => {
+    const storage = memoryAsyncStorage();
+    const store = asyncStorageStore(storage);
+    const ahead: PendingCall = { key: 'ahead', path: 'pay', input: '{}', firstSentAt: Date.now() + 10 * 86_400_000 };
+    await store.put('default', ahead);
+    const { client, pending, seen } = setup(() => ok(), {}, storage);
+    expect(await pending.resume(client)).toEqual([{ status: 'expired', call: ahead, input: {} }]);
+    expect(seen).toHaveLength(0);
+    expect(await store.list('default')).toEqual([]);
+  });
+
+  test('a stored call whose key is not a key is reported failed, forgotten and never sent', async () => {
+    const storage = memoryAsyncStorage();
+    const store = asyncStorageStore(storage);
+    const bad: PendingCall = { key: 'k bad', path: 'pay', input: '{}', firstSentAt: Date.now() };
+    await store.put('default', bad);
+    const { client, pending, seen } = setup(() => ok(), {}, storage);
+    const [report] = await pending.resume(client);
+    expect(report?.status).toBe('failed');
+    expect(seen).toHaveLength(0);
+    expect(await store.list('default')).toEqual([]);
+  });
+
   test('a definitive error is reported failed and forgotten; a still-lost answer is reported unknown and kept', async () => {
     const storage = memoryAsyncStorage();
     const store = asyncStorageStore(storage);

@@ -281,6 +281,11 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
       await forget(ns, call.key);
       return { status: 'failed', call, input: undefined, error };
     }
+    if (!isValidKey(call.key)) {
+      // A stored entry damaged outside this link: it cannot be sent under its key, so it is never sent.
+      await forget(ns, call.key);
+      return { status: 'failed', call, input, error: new TypeError(`stored key ${keyText(call.key)} is not a key`) };
+    }
     if (guarded && !guarded.has(call.path)) {
       // No longer keyed (the app's `procedures` changed): a re-send would carry no key, so it is never sent.
       await forget(ns, call.key);
@@ -291,7 +296,12 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
         error: new Error(`${call.path} is not in pendingCallsLink's procedures`),
       };
     }
-    const expired = () => Date.now() - call.firstSentAt >= ttlMs - safetyMarginMs;
+    // A first-sent time ahead of now (the device clock was set ahead, then corrected) tells no age: the call may be
+    // older than the ttl, so it is treated as expired too, never re-sent.
+    const expired = () => {
+      const age = Date.now() - call.firstSentAt;
+      return age >= ttlMs - safetyMarginMs || age < -safetyMarginMs;
+    };
     return withLock(lockName(ns, call.key), async (): Promise<ResumedCall> => {
       if (expired()) {
         await forget(ns, call.key);
