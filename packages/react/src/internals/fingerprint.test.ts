@@ -6,6 +6,12 @@ import { fingerprint } from './fingerprint.js';
  * fingerprint them apart and answer the second, under the first one's key, with a bare 422 (superjson keeps -0,
  * NaN, ±Infinity, undefined properties, RegExps, URLs, Errors and typed arrays that JSON turns into one value).
  */
+function formData(fields: Record<string, string | Blob>): FormData {
+  const form = new FormData();
+  for (const [name, value] of Object.entries(fields)) form.append(name, value);
+  return form;
+}
+
 describe('fingerprint', () => {
   test.each([
     ['-0 and 0', { amount: -0 }, { amount: 0 }],
@@ -18,6 +24,8 @@ describe('fingerprint', () => {
     ['two Errors', { cause: new Error('a') }, { cause: new Error('b') }],
     ['two typed arrays', { bytes: new Uint8Array([1]) }, { bytes: new Uint8Array([2]) }],
     ['a RegExp and an empty object', { v: /a/ }, { v: {} }],
+    ['two FormData', formData({ amount: '1' }), formData({ amount: '2' })],
+    ['two files', formData({ doc: new File(['a'], 'a.txt') }), formData({ doc: new File(['ab'], 'a.txt') })],
   ])('tells %s apart', (_, a, b) => {
     expect(fingerprint(a)).not.toBe(fingerprint(b));
   });
@@ -29,6 +37,7 @@ describe('fingerprint', () => {
     ['0 and 0', { amount: 0 }, { amount: 0 }],
     ['NaN and NaN', { amount: Number.NaN }, { amount: Number.NaN }],
     ['a function property and none', { amount: 1, f: () => 1 }, { amount: 1 }],
+    ['equal FormData', formData({ amount: '1' }), formData({ amount: '1' })],
   ])('keeps %s the same', (_, a, b) => {
     expect(fingerprint(a)).toBe(fingerprint(b));
   });

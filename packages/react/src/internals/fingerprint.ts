@@ -26,6 +26,14 @@ function canonical(value: unknown, seen: Set<object>): unknown {
     if (Array.isArray(value)) return value.map((item) => canonical(item, seen));
     if (value instanceof Map) return { $map: [...value].map(([k, v]) => [canonical(k, seen), canonical(v, seen)]) };
     if (value instanceof Set) return { $set: [...value].map((item) => canonical(item, seen)) };
+    // Form posts (tRPC's non-JSON inputs): fields in order; a file by what can be read without reading it.
+    if (typeof FormData !== 'undefined' && value instanceof FormData) {
+      return { $formData: [...value.entries()].map(([name, item]) => [name, canonical(item, seen)]) };
+    }
+    if (typeof Blob !== 'undefined' && value instanceof Blob) {
+      const file = value as Blob & { name?: string; lastModified?: number };
+      return { $blob: [file.size, file.type, file.name ?? null, file.lastModified ?? null] };
+    }
     const out: Record<string, unknown> = {};
     for (const name of Object.keys(value).sort()) {
       const item = (value as Record<string, unknown>)[name];
