@@ -31,6 +31,15 @@ describe('idempotencyHeaders', () => {
     });
   });
 
+  test('a query or subscription sends no key, even one its context holds', () => {
+    const query: Operation = { ...op(1, 'k1'), type: 'query' };
+    const subscription: Operation = { ...op(2, 'k2'), type: 'subscription' };
+    expect(idempotencyHeaders({ op: query })).toEqual({});
+    expect(idempotencyHeaders({ opList: [query, op(3, 'k3'), subscription] })).toEqual({
+      'Idempotency-Keys': 'b1="k3"',
+    });
+  });
+
   test('operations without a key add no header', () => {
     expect(idempotencyHeaders({ op: op(1) })).toEqual({});
     expect(idempotencyHeaders({ opList: [op(1), op(2)] })).toEqual({});

@@ -14,16 +14,22 @@ export function idempotencyKeyHeaders(opts: HeadersOptions): Record<string, stri
   if (ops.length === 1) {
     const op = ops[0]!;
     recordBatchIndex(op.context, 0);
-    const key = op.context.idempotencyKey;
-    return typeof key === 'string' ? { [KEY_HEADER]: encodeKeyHeader(key) } : {};
+    const key = keyOf(op);
+    return key !== undefined ? { [KEY_HEADER]: encodeKeyHeader(key) } : {};
   }
   const keys = new Map<number, string>();
   ops.forEach((op, index) => {
     recordBatchIndex(op.context, index);
-    const key = op.context.idempotencyKey;
-    if (typeof key === 'string') keys.set(index, key);
+    const key = keyOf(op);
+    if (key !== undefined) keys.set(index, key);
   });
   return keys.size > 0 ? { [KEYS_HEADER]: encodeKeysHeader(keys) } : {};
+}
+
+/** A mutation's key; a query or subscription has none, whatever its context holds (only mutations are keyed). */
+function keyOf(op: Operation): string | undefined {
+  const key = op.context.idempotencyKey;
+  return op.type === 'mutation' && typeof key === 'string' ? key : undefined;
 }
 
 /**
