@@ -72,6 +72,9 @@ describe('keys', () => {
     await expect(client.mutation('pay', {}, { context: { idempotencyKey: 123 as unknown as string } })).rejects.toThrow(
       /visible ASCII/,
     );
+    await expect(
+      client.mutation('pay', {}, { context: { idempotencyKey: null as unknown as string } }),
+    ).rejects.toThrow(/visible ASCII/);
     const generated = setup(() => 'network', { generateKey: () => 42 as unknown as string });
     await expect(generated.client.mutation('pay', {})).rejects.toThrow(/visible ASCII/);
     expect([seen.length, generated.seen.length]).toEqual([0, 0]);

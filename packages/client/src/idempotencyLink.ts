@@ -38,7 +38,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         let key: unknown;
         try {
           // Only an absent key is made here: one of the wrong type is refused below, never silently replaced.
-          key = given ?? o.generateKey();
+          key = given === undefined ? o.generateKey() : given;
         } catch (cause) {
           observer.error(TRPCClientError.from(cause as Error));
           return;

@@ -163,6 +163,48 @@ describe('a failing store or hook never holds the call', () => {
   });
 });
 
+describe('what is kept', () => {
+  test('a FormData input is sent, not kept (it would be stored as "{}" and resumed as another payload)', async () => {
+    const told: unknown[] = [];
+    const { client, seen, store } = setup(() => lost, { onStoreError: (e) => told.push(e) });
+    const form = new FormData();
+    form.append('amount', '10');
+    await outcome(client.mutation('pay', form));
+    expect(seen.length).toBeGreaterThan(0);
+    expect(await store.list('default')).toEqual([]);
+    expect(String(told[0])).toMatch(/cannot be stored/);
+  });
+
+  test('unsubscribed while the store write is pending: nothing sent, and the call is not kept', async () => {
+    let finishPut = () => {};
+    const real = asyncStorageStore(memoryAsyncStorage());
+    const slow = {
+      ...real,
+      put: (ns: string, call: PendingCall) =>
+        new Promise<void>((resolve) => {
+          finishPut = () => void real.put(ns, call).then(resolve);
+        }),
+    };
+    let sent = 0;
+    // The link on its own, with a terminating `next` that counts what reaches it.
+    const run = pendingCallsLink<any>({ procedures: ['pay'], store: slow })({} as never);
+    const op = { id: 1, type: 'mutation', path: 'pay', input: {}, context: {}, signal: null } as Operation;
+    const subscription = run({
+      op,
+      next: () =>
+        observable(() => {
+          sent++;
+        }),
+    }).subscribe({});
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    subscription.unsubscribe();
+    finishPut();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(sent).toBe(0);
+    expect(await real.list('default')).toEqual([]);
+  });
+});
+
 describe('keys', () => {
   test('the key offered through callWithIdempotencyContext reaches every attempt, once', async () => {
     const { client, seen } = setup((n) => (n === 1 ? lost : ok()));
@@ -260,6 +302,15 @@ describe('resume', () => {
     expect(report?.status).toBe('failed');
     expect(seen).toHaveLength(0);
     expect(await store.list('default')).toEqual([]);
+  });
+
+  test('a stored call whose first-sent time is not a number is of unknown age: expired, never sent', async () => {
+    // A custom store hands back what it holds as it is (the built-in ones drop such an entry when reading it).
+    const damaged = { key: 'nan', path: 'pay', input: '{}', firstSentAt: Number.NaN } as PendingCall;
+    const custom = { list: async () => [damaged], put: async () => {}, remove: async () => {}, clear: async () => {} };
+    const { client, pending, seen } = setup(() => ok(), { store: custom });
+    expect((await pending.resume(client)).map((r) => r.status)).toEqual(['expired']);
+    expect(seen).toHaveLength(0);
   });
 
   test('a definitive error is reported failed and forgotten; a still-lost answer is reported unknown and kept', async () => {

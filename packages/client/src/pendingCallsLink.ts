@@ -163,7 +163,7 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
         let key: string;
         try {
           // Only an absent key is made here: one of the wrong type fails the call, never silently replaced.
-          const given: unknown = context.idempotencyKey ?? generateKey();
+          const given: unknown = context.idempotencyKey === undefined ? generateKey() : context.idempotencyKey;
           if (!isValidKey(given)) {
             throw new TypeError(
               `pendingCallsLink: key ${keyText(given)} for ${op.path} is not a string of 1–255 characters of visible ASCII`,
@@ -219,7 +219,10 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
         };
 
         let record: PendingCall | undefined;
-        if (ns !== undefined && store) {
+        if (ns !== undefined && store && !isJsonInput(op.input)) {
+          // A FormData, a file or a stream would be stored as "{}" and resumed as another payload: sent, not kept.
+          reportStoreError(new TypeError(`pendingCallsLink: the input of ${op.path} cannot be stored (not JSON data)`));
+        } else if (ns !== undefined && store) {
           try {
             record = { key, path: op.path, input: JSON.stringify(transformer.serialize(op.input)), firstSentAt };
           } catch (error) {
@@ -261,6 +264,12 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
         }
 
         return () => {
+          // Unsubscribed before the first attempt: nothing was sent, so the call is not kept (as on abort).
+          if (!finished && !subscription && putting)
+            void putting.then(
+              () => forget(ns, key),
+              () => {},
+            );
           finished = true;
           op.signal?.removeEventListener('abort', onAbortBeforeStart);
           subscription?.unsubscribe();
@@ -300,7 +309,8 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
     // older than the ttl, so it is treated as expired too, never re-sent.
     const expired = () => {
       const age = Date.now() - call.firstSentAt;
-      return age >= ttlMs - safetyMarginMs || age < -safetyMarginMs;
+      // Ahead by more than the margin for clock skew, or no time at all (a damaged entry): no known age.
+      return !Number.isFinite(age) || age >= ttlMs - safetyMarginMs || age < -safetyMarginMs;
     };
     return withLock(lockName(ns, call.key), async (): Promise<ResumedCall> => {
       if (expired()) {
@@ -355,4 +365,13 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
 /** A store call whose synchronous throw (a custom store's) counts as its failure, like a rejection. */
 function storeCall<T>(fn: () => Promise<T>): Promise<T> {
   return new Promise<T>((resolve) => resolve(fn()));
+}
+
+/** Whether an input survives JSON: not a FormData, a Blob or a stream (tRPC's non-JSON inputs). */
+function isJsonInput(input: unknown): boolean {
+  return !(
+    (typeof FormData !== 'undefined' && input instanceof FormData) ||
+    (typeof Blob !== 'undefined' && input instanceof Blob) ||
+    (typeof ReadableStream !== 'undefined' && input instanceof ReadableStream)
+  );
 }

@@ -35,6 +35,24 @@ const settle = (p: Promise<unknown>) =>
   );
 
 describe('one key per user action', () => {
+  test('a generateKey that gives no key fails the action before anything is sent', async () => {
+    const server = ledgerServer();
+    const client = createTRPCUntypedClient({
+      links: [idempotencyLink<any>({ procedures: ['pay'], attempts: 1, budget: false }), server.link],
+    });
+    const controller = new ActionController<unknown, Input>(() => ({
+      generateKey: () => undefined as unknown as string,
+      onEarlierSettled: () => {},
+    }));
+    const pay = () => controller.run({ amountCents: 1 }, undefined, (v) => client.mutation('pay', v));
+    const outcomes = await Promise.all([settle(pay()), settle(pay())]);
+    expect(outcomes.map((o) => String((o as { error?: unknown }).error))).toEqual([
+      expect.stringMatching(/generateKey/),
+      expect.stringMatching(/generateKey/),
+    ]);
+    expect(server.ledger).toHaveLength(0);
+  });
+
   test('a double submit sends both copies under one key: one ledger row', async () => {
     const { pay, server, keys } = setup();
     const [a, b] = await Promise.all([pay({ amountCents: 4000 }), pay({ amountCents: 4000 })]);

@@ -70,7 +70,14 @@ export class ActionController<TData, TVariables> {
       action = this.#action?.fingerprint === print ? this.#action : undefined;
     }
     if (!action) {
-      action = { key: this.hooks().generateKey(), fingerprint: print, variables, inFlight: new Set() };
+      const key: unknown = this.hooks().generateKey();
+      // A non-key would reach the link as "no key", and each send of this action would get its own.
+      if (typeof key !== 'string' || !/^[\x21-\x7e]{1,255}$/.test(key)) {
+        throw new TypeError(
+          `useIdempotentMutation: generateKey gave ${String(key)}, not 1–255 characters of visible ASCII`,
+        );
+      }
+      action = { key, fingerprint: print, variables, inFlight: new Set() };
       this.#action = action;
       this.hooks().onKey?.(action.key);
     }

@@ -42,6 +42,12 @@ function canonical(value: unknown, seen: Set<object>): unknown {
     }
     const prototype = Object.getPrototypeOf(value);
     if (prototype === Object.prototype || prototype === null) return out;
+    // A class instance with its own JSON form (a URL, Luxon's DateTime) is what it sends: compared by that form, not
+    // by fields such as lazily filled caches.
+    const toJSON = (value as { toJSON?: unknown }).toJSON;
+    if (typeof toJSON === 'function') {
+      return { $json: Object.prototype.toString.call(value), value: canonical(toJSON.call(value), seen) };
+    }
     // Not a plain object (a RegExp, a URL, an Error, a class instance): its kind and its text count too, as its
     // own properties may be none.
     const text = value instanceof Error ? `${value.name}: ${value.message}` : String(value);
