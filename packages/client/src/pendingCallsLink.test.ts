@@ -163,6 +163,127 @@ describe('a failing store or hook never holds the call', () => {
   });
 });
 
+describe('a store that never answers never holds the call', () => {
+  const never = () => new Promise<void>(() => {});
+  const storeOf = (parts: { put?: () => Promise<void>; remove?: () => Promise<void> }) => ({
+    list: async () => [],
+    put: parts.put ?? (async () => {}),
+    remove: parts.remove ?? (async () => {}),
+    clear: async () => {},
+  });
+  const within = <T>(p: Promise<T>, ms: number) =>
+    Promise.race([p, new Promise<'still pending'>((resolve) => setTimeout(() => resolve('still pending'), ms))]);
+
+  test('a remove() that never settles: the answer (success or definitive error) arrives after storeTimeoutMs, the hook told', async () => {
+    const told: unknown[] = [];
+    const opts = { store: storeOf({ remove: never }), storeTimeoutMs: 50, onStoreError: (e: unknown) => told.push(e) };
+    const paid = setup(() => ok('paid'), opts);
+    expect(await within(outcome(paid.client.mutation('pay', {})), 1000)).toEqual({ value: 'paid' });
+    const declined = setup(() => ({ status: 402 }), opts);
+    const refused = await within(outcome(declined.client.mutation('pay', {})), 1000);
+    expect(refused).not.toBe('still pending');
+    expect(isOutcomeUnknown((refused as { error: unknown }).error)).toBe(false);
+    expect(told).toHaveLength(2);
+    expect(String(told[0])).toMatch(/remove.*storeTimeoutMs/);
+  });
+
+  test('an abort while the answer waits on a remove() that never settles delivers the answer at once', async () => {
+    const { client } = setup(() => ok('paid'), { store: storeOf({ remove: never }), onStoreError: () => {} });
+    const controller = new AbortController();
+    const call = outcome(client.mutation('pay', {}, { signal: controller.signal }));
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    controller.abort(new Error('user cancelled'));
+    // The server answered: the abort cannot undo the payment, so the caller learns of it rather than "aborted".
+    expect(await within(call, 300)).toEqual({ value: 'paid' });
+  });
+
+  test('a put() that never settles: the call is sent after storeTimeoutMs, the hook told', async () => {
+    const told: unknown[] = [];
+    const { client, seen } = setup(() => ok('paid'), {
+      store: storeOf({ put: never }),
+      storeTimeoutMs: 50,
+      onStoreError: (e) => told.push(e),
+    });
+    expect(await within(outcome(client.mutation('pay', {})), 1000)).toEqual({ value: 'paid' });
+    expect(seen).toHaveLength(1);
+    expect(String(told[0])).toMatch(/put.*storeTimeoutMs/);
+  });
+
+  test('a put() that lands after the call got its definitive answer is forgotten then (no stale call to resume)', async () => {
+    const real = asyncStorageStore(memoryAsyncStorage());
+    let land = () => {};
+    const late = {
+      ...real,
+      put: (ns: string, call: PendingCall) =>
+        new Promise<void>((resolve) => {
+          land = () => void real.put(ns, call).then(resolve);
+        }),
+    };
+    const { client } = setup(() => ok('paid'), { store: late, storeTimeoutMs: 30, onStoreError: () => {} });
+    expect(await within(outcome(client.mutation('pay', {})), 1000)).toEqual({ value: 'paid' });
+    land();
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(await real.list('default')).toEqual([]);
+  });
+});
+
+describe('two calls under one key', () => {
+  /** A store over memory whose puts wait until `open()`, in order. */
+  function gatedStore() {
+    const real = asyncStorageStore(memoryAsyncStorage());
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    return {
+      real,
+      open,
+      store: { ...real, put: (ns: string, call: PendingCall) => gate.then(() => real.put(ns, call)) },
+    };
+  }
+
+  test("one aborted before its first attempt never forgets the other's pending call", async () => {
+    const { real, open, store } = gatedStore();
+    const { client, seen } = setup(() => lost, { store });
+    const controller = new AbortController();
+    const context = { idempotencyKey: 'k-shared-0001' };
+    const aborted = outcome(client.mutation('pay', { n: 1 }, { context, signal: controller.signal }));
+    const sent = outcome(client.mutation('pay', { n: 1 }, { context }));
+    controller.abort(new Error('second click cancelled'));
+    open();
+    await aborted;
+    const result = await sent;
+    expect(isOutcomeUnknown((result as { error: unknown }).error)).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(seen.length).toBeGreaterThan(0);
+    // The call that was sent has no answer: it must still be there for resume().
+    expect((await real.list('default')).map((c) => c.key)).toEqual(['k-shared-0001']);
+  });
+
+  test('a "try again" aborted before its first attempt keeps the earlier attempt\'s unknown call', async () => {
+    const real = asyncStorageStore(memoryAsyncStorage());
+    let held = false;
+    let open = () => {};
+    const store = {
+      ...real,
+      put: (ns: string, call: PendingCall) =>
+        held
+          ? new Promise<void>((resolve) => (open = () => void real.put(ns, call).then(resolve)))
+          : real.put(ns, call),
+    };
+    const { client } = setup(() => lost, { store });
+    const context = { idempotencyKey: 'k-again-0001' };
+    const first = await outcome(client.mutation('pay', { n: 1 }, { context }));
+    expect(isOutcomeUnknown((first as { error: unknown }).error)).toBe(true);
+    held = true;
+    const controller = new AbortController();
+    const again = outcome(client.mutation('pay', { n: 1 }, { context, signal: controller.signal }));
+    controller.abort(new Error('cancelled'));
+    await again;
+    open();
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect((await real.list('default')).map((c) => c.key)).toEqual(['k-again-0001']);
+  });
+});
+
 describe('what is kept', () => {
   test('a FormData input is sent, not kept (it would be stored as "{}" and resumed as another payload)', async () => {
     const told: unknown[] = [];

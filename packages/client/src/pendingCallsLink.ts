@@ -75,6 +75,12 @@ export interface PendingCallsLinkOptions<TRouter extends AnyRouter> {
   generateKey?: () => string;
   /** Told when the store failed; the call is still sent, only not kept across a reload. @default console.warn */
   onStoreError?: (error: unknown) => void;
+  /**
+   * How long a call waits on the store (the write before its first attempt, the removal before its answer is
+   * delivered) before it goes on without it and tells `onStoreError`: a blocked IndexedDB never holds a call.
+   * @default 2000
+   */
+  storeTimeoutMs?: number;
 }
 
 /** How a resumed call ended. */
@@ -126,6 +132,7 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
   const safetyMarginMs = opts.safetyMarginMs ?? 60_000;
   const generateKey = opts.generateKey ?? defaultGenerateKey;
   const onStoreError = opts.onStoreError ?? ((error) => console.warn('pendingCallsLink: store failed', error));
+  const storeTimeoutMs = opts.storeTimeoutMs ?? 2000;
   const transformer: SerializerLike = opts.transformer
     ? 'input' in opts.transformer
       ? opts.transformer.input
@@ -134,6 +141,16 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
   /** First-sent times of this session's keys: a "try again" keeps the time its key was first sent. */
   const firstSent = new Map<string, number>();
   const resuming = new Map<string, Promise<ResumedCall>>();
+  /**
+   * Per key, this session's copies whose record must stay: the ones in flight and the ones that ended with no
+   * definitive answer. A copy cancelled before its first attempt forgets the record only when it held it alone.
+   */
+  const holders = new Map<string, number>();
+  const dropHold = (key: string) => {
+    const left = (holders.get(key) ?? 1) - 1;
+    if (left > 0) holders.set(key, left);
+    else holders.delete(key);
+  };
 
   const namespace = (): string | undefined => (store ? (user() ?? undefined) : undefined);
   const lockName = (ns: string, key: string) => `trpc-idempotency:${ns}:${key}`;
@@ -147,9 +164,34 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
   };
   const forget = async (ns: string | undefined, key: string) => {
     firstSent.delete(key);
+    holders.delete(key);
     if (ns === undefined || !store) return;
     await storeCall(() => store.remove(ns, key)).catch(reportStoreError);
   };
+  /**
+   * Waits on a store call at most `storeTimeoutMs`, or until `signal` aborts, and never fails: a store that does
+   * not answer is told to `onStoreError` and the call goes on without it.
+   */
+  const awaitStore = (what: 'put' | 'remove', pending: Promise<unknown>, signal?: AbortSignal | null) =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        reportStoreError(
+          new Error(`pendingCallsLink: the store's ${what}() took longer than storeTimeoutMs (${storeTimeoutMs} ms)`),
+        );
+        done();
+      }, storeTimeoutMs);
+      if (signal?.aborted) done();
+      else signal?.addEventListener('abort', done, { once: true });
+      pending.then(done, (error: unknown) => {
+        reportStoreError(error);
+        done();
+      });
+    });
 
   const keyed = (op: Operation) => op.type === 'mutation' && (!guarded || guarded.has(op.path));
 
@@ -181,14 +223,28 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
           context: { ...context, idempotencyKey: key, idempotencyFirstSentAt: firstSentAt },
         };
         const ns = namespace();
+        // A re-send of a call stored by an earlier page load: its record is that call's, never this copy's to drop.
+        const resent = context.idempotencyFirstSentAt !== undefined;
+        holders.set(key, (holders.get(key) ?? 0) + 1);
 
         let finished = false;
+        let forgotten = false;
         let release = () => {};
         const held = new Promise<void>((resolve) => (release = resolve));
         // Held while the call is in flight, so another tab's resume of this key waits for its answer.
         if (ns !== undefined) void withLock(lockName(ns, key), () => held);
         let subscription: { unsubscribe(): void } | undefined;
         let answer: OperationResultEnvelope<unknown, TRPCClientError<TRouter>> | undefined;
+
+        /** Forgets the call, then delivers its answer: once removed, or after `storeTimeoutMs`, or on abort. */
+        const forgetThenDeliver = (deliver: () => void) => {
+          forgotten = true;
+          void awaitStore('remove', forget(ns, key), op.signal).then(() => {
+            finished = true;
+            release();
+            deliver();
+          });
+        };
 
         const start = () => {
           op.signal?.removeEventListener('abort', onAbortBeforeStart);
@@ -199,18 +255,14 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
             },
             error(error) {
               // The call is over either way; keep it only while its outcome is unknown.
-              const keep = isOutcomeUnknown(error);
-              void (keep ? Promise.resolve() : forget(ns, key)).then(() => {
-                finished = true;
-                release();
-                observer.error(error);
-              });
+              if (!isOutcomeUnknown(error)) return forgetThenDeliver(() => observer.error(error));
+              finished = true;
+              release();
+              observer.error(error);
             },
             complete() {
               // Forgotten before the app sees the answer: a reload right after it resumes nothing.
-              void forget(ns, key).then(() => {
-                finished = true;
-                release();
+              forgetThenDeliver(() => {
                 if (answer) observer.next(answer);
                 observer.complete();
               });
@@ -229,19 +281,28 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
             reportStoreError(error); // an input JSON cannot hold (FormData, a stream) is sent, not kept
           }
         }
-        // Aborted while the store write is pending (a blocked IndexedDB, say): nothing was sent, so the call fails at
-        // once with the signal's reason and is forgotten once the write ends. From the first attempt on,
-        // `idempotencyLink` answers the signal.
         let putting: Promise<unknown> | undefined;
+        /**
+         * Cancelled before its first attempt (aborted, or unsubscribed): nothing was sent, so the record is forgotten
+         * once its write ends — unless another copy of the key (in flight, or ended with no answer) still needs it.
+         */
+        const dropUnsent = () => {
+          dropHold(key);
+          if (putting)
+            void putting.then(
+              () => {
+                if (!resent && !holders.has(key)) void forget(ns, key);
+              },
+              () => {},
+            );
+        };
+        // Aborted while the store write is pending (a blocked IndexedDB, say): nothing was sent, so the call fails at
+        // once with the signal's reason. From the first attempt on, `idempotencyLink` answers the signal.
         const onAbortBeforeStart = () => {
           if (finished) return;
           finished = true;
           release();
-          if (putting)
-            void putting.then(
-              () => forget(ns, key),
-              () => {},
-            );
+          dropUnsent();
           const reason: unknown = op.signal?.reason;
           observer.error(
             TRPCClientError.from(
@@ -253,10 +314,14 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
           // Recorded before the first attempt: a reload from here on finds it.
           const stored = record;
           putting = storeCall(() => store.put(ns, stored));
-          putting.then(start, (error: unknown) => {
-            reportStoreError(error);
-            start();
-          });
+          // A write that lands after the call was forgotten (it outlived storeTimeoutMs) is forgotten again.
+          putting.then(
+            () => {
+              if (forgotten && !holders.has(key)) void forget(ns, key);
+            },
+            () => {},
+          );
+          void awaitStore('put', putting).then(start);
           if (op.signal?.aborted) onAbortBeforeStart();
           else op.signal?.addEventListener('abort', onAbortBeforeStart, { once: true });
         } else {
@@ -264,12 +329,7 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
         }
 
         return () => {
-          // Unsubscribed before the first attempt: nothing was sent, so the call is not kept (as on abort).
-          if (!finished && !subscription && putting)
-            void putting.then(
-              () => forget(ns, key),
-              () => {},
-            );
+          if (!finished && !subscription) dropUnsent();
           finished = true;
           op.signal?.removeEventListener('abort', onAbortBeforeStart);
           subscription?.unsubscribe();

@@ -15,6 +15,17 @@ describe('parseRetryAfter', () => {
     expect(parseRetryAfter('Thu, 01 Jan 2026 12:00:30 GMT', now)).toBe(30_000);
   });
 
+  test("HTTP-date's obsolete forms a recipient must accept (RFC 850, asctime) are read too", () => {
+    expect(parseRetryAfter('Thursday, 01-Jan-26 12:00:30 GMT', now)).toBe(30_000);
+    expect(parseRetryAfter('Thu Jan  1 12:00:30 2026', now)).toBe(30_000);
+  });
+
+  test('a date that is not an HTTP-date (ISO 8601, a local time, no zone) is unreadable, never guessed at', () => {
+    for (const value of ['2026-01-01T12:00:30Z', '2026-01-01T12:00:30', 'Thu, 01 Jan 2026 12:00:30', 'Jan 1 2026']) {
+      expect(parseRetryAfter(value, now)).toBeUndefined();
+    }
+  });
+
   test('a date in the past means now', () => {
     expect(parseRetryAfter('Thu, 01 Jan 2026 11:00:00 GMT', now)).toBe(0);
   });

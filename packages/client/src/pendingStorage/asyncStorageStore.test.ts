@@ -2,6 +2,20 @@ import { describe, expect, test } from 'vitest';
 import { memoryAsyncStorage } from './__tests__/memoryAsyncStorage.js';
 import { STORE_CHECKS, storeContract } from './__tests__/storeContract.js';
 import { asyncStorageStore } from './asyncStorageStore.js';
+import { localStorageStore, type WebStorageLike } from './localStorageStore.js';
+
+/** A Web Storage over a Map, for localStorageStore in Node. */
+function mapStorage(data: Map<string, string>): WebStorageLike {
+  return {
+    get length() {
+      return data.size;
+    },
+    key: (index) => [...data.keys()][index] ?? null,
+    getItem: (name) => data.get(name) ?? null,
+    setItem: (name, value) => void data.set(name, value),
+    removeItem: (name) => void data.delete(name),
+  };
+}
 
 describe('asyncStorageStore on the in-memory AsyncStorage', () => {
   test('passes every store check', async () => {
@@ -24,5 +38,14 @@ describe('asyncStorageStore on the in-memory AsyncStorage', () => {
     await asyncStorageStore(storage, { prefix: 'app-a' }).put('u', call);
     expect(await asyncStorageStore(storage, { prefix: 'app-b' }).list('u')).toEqual([]);
     expect(await asyncStorageStore(storage, { prefix: 'app-a' }).list('u')).toEqual([call]);
+  });
+
+  test('an entry whose name is not its key (damaged, or copied by hand) is never listed: remove() could never forget it', async () => {
+    const call = { key: 'k-2', path: 'p', input: '1', firstSentAt: 1 };
+    const storage = memoryAsyncStorage();
+    await storage.setItem('trpc-idempotency:u:k-1', JSON.stringify(call));
+    expect(await asyncStorageStore(storage).list('u')).toEqual([]);
+    const web = new Map([['trpc-idempotency:u:k-1', JSON.stringify(call)]]);
+    expect(await localStorageStore({ storage: mapStorage(web) }).list('u')).toEqual([]);
   });
 });

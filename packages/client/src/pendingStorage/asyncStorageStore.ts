@@ -1,10 +1,4 @@
-import {
-  byFirstSent,
-  entryPrefix,
-  type PendingCall,
-  type PendingCallStore,
-  parsePendingCall,
-} from './pendingCallStore.js';
+import { byFirstSent, entryPrefix, type PendingCall, type PendingCallStore, storedCall } from './pendingCallStore.js';
 
 /**
  * The part of React Native's AsyncStorage (`@react-native-async-storage/async-storage`) the store uses:
@@ -31,9 +25,11 @@ export function asyncStorageStore(storage: AsyncStorageLike, options: AsyncStora
   };
   return {
     async list(namespace) {
-      const texts = await Promise.all((await namesOf(namespace)).map((name) => storage.getItem(name)));
+      const start = entryPrefix(prefix, namespace);
+      const names = await namesOf(namespace);
+      const texts = await Promise.all(names.map((name) => storage.getItem(name)));
       return texts
-        .map(parsePendingCall)
+        .map((text, i) => storedCall(names[i]!, start, text))
         .filter((call): call is PendingCall => call !== undefined)
         .sort(byFirstSent);
     },

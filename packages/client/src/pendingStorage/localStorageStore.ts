@@ -1,10 +1,4 @@
-import {
-  byFirstSent,
-  entryPrefix,
-  type PendingCall,
-  type PendingCallStore,
-  parsePendingCall,
-} from './pendingCallStore.js';
+import { byFirstSent, entryPrefix, type PendingCall, type PendingCallStore, storedCall } from './pendingCallStore.js';
 
 /** The part of the Web Storage API the store uses (`localStorage`, `sessionStorage`). */
 export interface WebStorageLike {
@@ -46,8 +40,9 @@ export function localStorageStore(options: LocalStorageStoreOptions = {}): Pendi
   return {
     async list(namespace) {
       const s = storage();
+      const start = entryPrefix(prefix, namespace);
       return namesOf(namespace)
-        .map((name) => parsePendingCall(s.getItem(name)))
+        .map((name) => storedCall(name, start, s.getItem(name)))
         .filter((call): call is PendingCall => call !== undefined)
         .sort(byFirstSent);
     },

@@ -48,6 +48,16 @@ export function parsePendingCall(text: string | null | undefined): PendingCall |
   return undefined;
 }
 
+/**
+ * The call stored under entry `name` of a namespace whose entries start with `start`, or `undefined` when the entry
+ * is not one, or names another key than its record's (damaged, copied by hand): `remove()` forgets a call by its
+ * key, so such an entry could be resumed on every start and never forgotten.
+ */
+export function storedCall(name: string, start: string, text: string | null | undefined): PendingCall | undefined {
+  const call = parsePendingCall(text);
+  return call && start + call.key === name ? call : undefined;
+}
+
 export function byFirstSent(a: PendingCall, b: PendingCall): number {
   return a.firstSentAt - b.firstSentAt;
 }

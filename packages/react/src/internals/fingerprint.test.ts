@@ -42,6 +42,15 @@ describe('fingerprint', () => {
     ['two Errors', { cause: new Error('a') }, { cause: new Error('b') }],
     ['two typed arrays', { bytes: new Uint8Array([1]) }, { bytes: new Uint8Array([2]) }],
     ['a RegExp and an empty object', { v: /a/ }, { v: {} }],
+    ['a Date and an object spelling its tag', { at: new Date(5) }, { at: { $date: 5 } }],
+    ['a BigInt and an object spelling its tag', { n: 1n }, { n: { $bigint: '1' } }],
+    ['undefined and an object spelling its tag', [undefined], [{ $undefined: true }]],
+    [
+      'a class instance and an object spelling its tag',
+      { v: new Moment(5) },
+      { v: { $json: '[object Object]', value: '1970-01-01T00:00:00.005Z' } },
+    ],
+    ['an object spelling a tag and one escaping it', { $date: 5 }, { $$date: 5 }],
     ['two FormData', formData({ amount: '1' }), formData({ amount: '2' })],
     ['two files', formData({ doc: new File(['a'], 'a.txt') }), formData({ doc: new File(['ab'], 'a.txt') })],
   ])('tells %s apart', (_, a, b) => {

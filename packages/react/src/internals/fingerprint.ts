@@ -1,7 +1,8 @@
 /**
  * A canonical text of a mutation's variables: equal inputs give equal text whatever their key order, so
  * "the same submission again" is told apart from "a changed input". Dates, BigInts, Maps and Sets are
- * tagged, as the server's fingerprint does; functions and symbols are not inputs and are dropped.
+ * tagged, as the server's fingerprint does (an object's own names starting with "$" are escaped, so no input spells a
+ * tag); functions and symbols are not inputs and are dropped.
  *
  * It errs on telling inputs apart: two inputs told apart that the server would take as one only make the hook
  * settle the earlier submission first (a round trip), while two taken as one that a transformer sends apart
@@ -38,7 +39,10 @@ function canonical(value: unknown, seen: Set<object>): unknown {
     for (const name of Object.keys(value).sort()) {
       const item = (value as Record<string, unknown>)[name];
       // An undefined property is kept apart from a missing one: superjson sends it.
-      if (typeof item !== 'function' && typeof item !== 'symbol') out[name] = canonical(item, seen);
+      // A name starting with "$" gets one more: `{ $date: 5 }` never reads as the tag of `new Date(5)`.
+      if (typeof item !== 'function' && typeof item !== 'symbol') {
+        out[name.startsWith('$') ? `$${name}` : name] = canonical(item, seen);
+      }
     }
     const prototype = Object.getPrototypeOf(value);
     if (prototype === Object.prototype || prototype === null) return out;
