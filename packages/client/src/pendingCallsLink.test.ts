@@ -328,7 +328,11 @@ describe('what is kept', () => {
 
 describe('keys', () => {
   test('the key offered through callWithIdempotencyContext reaches every attempt, once', async () => {
-    const { client, seen } = setup((n) => (n === 1 ? lost : ok()));
+    let sendsOfFirst = 0;
+    // The first call's first attempt loses its answer, so it is sent twice.
+    const { client, seen } = setup((_, op) =>
+      (op.input as { n: number }).n === 1 && sendsOfFirst++ === 0 ? lost : ok(),
+    );
     const { value, delivered } = callWithIdempotencyContext({ idempotencyKey: 'action-1' }, () => {
       const first = client.mutation('pay', { n: 1 });
       const second = client.mutation('pay', { n: 2 }); // started in the same function: not the action's
@@ -432,6 +436,87 @@ describe('resume', () => {
     const { client, pending, seen } = setup(() => ok(), { store: custom });
     expect((await pending.resume(client)).map((r) => r.status)).toEqual(['expired']);
     expect(seen).toHaveLength(0);
+  });
+
+  test('a first-sent time that is a numeric string (a custom store) is of unknown age: expired, never sent', async () => {
+    const damaged = {
+      key: 'text',
+      path: 'pay',
+      input: '{}',
+      firstSentAt: String(Date.now()),
+    } as unknown as PendingCall;
+    const custom = { list: async () => [damaged], put: async () => {}, remove: async () => {}, clear: async () => {} };
+    const { client, pending, seen } = setup(() => ok(), { store: custom });
+    expect((await pending.resume(client)).map((r) => r.status)).toEqual(['expired']);
+    expect(seen).toHaveLength(0);
+  });
+
+  test('a store whose list() or remove() never settles never holds resume(), nor the key for a later resume', async () => {
+    const never = () => new Promise<never>(() => {});
+    const old: PendingCall = { key: 'k-hung-0001', path: 'pay', input: '{}', firstSentAt: 1 };
+    const within = <T>(p: Promise<T>) =>
+      Promise.race([p, new Promise<'still pending'>((resolve) => setTimeout(() => resolve('still pending'), 1000))]);
+    const hungRemove = { list: async () => [old], put: async () => {}, remove: never, clear: async () => {} };
+    const first = setup(() => ok(), { store: hungRemove, storeTimeoutMs: 50, onStoreError: () => {} });
+    expect(await within(first.pending.resume(first.client))).toEqual([{ status: 'expired', call: old, input: {} }]);
+    // The key's lock was let go: a second resume of the same key is not stuck behind the first.
+    expect(await within(first.pending.resume(first.client))).not.toBe('still pending');
+    const hungList = { list: never, put: async () => {}, remove: async () => {}, clear: async () => {} };
+    const second = setup(() => ok(), { store: hungList, storeTimeoutMs: 50, onStoreError: () => {} });
+    expect(await within(second.pending.resume(second.client))).toEqual([]);
+  });
+
+  test("a caller's key stored by an earlier page load keeps that load's first-sent time: resume still knows its age", async () => {
+    const storage = memoryAsyncStorage();
+    const store = asyncStorageStore(storage);
+    const firstSentAt = Date.now() - 50_000;
+    const earlier: PendingCall = { key: 'k-kept-0001', path: 'pay', input: '{"n":1}', firstSentAt };
+    await store.put('default', earlier);
+    // After the reload, the form submits again under the key it kept; the answer is lost again.
+    const { client, seen } = setup(() => lost, {}, storage.restart());
+    await outcome(client.mutation('pay', { n: 1 }, { context: { idempotencyKey: 'k-kept-0001' } }));
+    expect(seen[0]!.op.context.idempotencyFirstSentAt).toBe(firstSentAt);
+    expect((await store.list('default')).map((c) => c.firstSentAt)).toEqual([firstSentAt]);
+  });
+
+  test("a caller's key stored by an earlier page load past the ttl is never sent again: its key may be gone", async () => {
+    const storage = memoryAsyncStorage();
+    const store = asyncStorageStore(storage);
+    const earlier: PendingCall = {
+      key: 'k-old-0001',
+      path: 'pay',
+      input: '{"n":1}',
+      firstSentAt: Date.now() - 7_200_000,
+    };
+    await store.put('default', earlier);
+    const { client, seen } = setup(() => ok(), { ttlMs: 3_600_000 }, storage.restart());
+    const result = await outcome(client.mutation('pay', { n: 1 }, { context: { idempotencyKey: 'k-old-0001' } }));
+    expect(seen).toHaveLength(0);
+    expect(String((result as { error: unknown }).error)).toMatch(/first sent.*ttl/);
+    // Left for resume() to report as expired.
+    expect(await store.list('default')).toEqual([earlier]);
+  });
+
+  test('a call of an earlier page load is kept when the same key, sent again, is aborted before its first attempt', async () => {
+    const storage = memoryAsyncStorage();
+    const real = asyncStorageStore(storage);
+    const earlier: PendingCall = { key: 'k-prev-0001', path: 'pay', input: '{"n":1}', firstSentAt: Date.now() - 1000 };
+    await real.put('default', earlier);
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const slow = { ...real, put: (ns: string, call: PendingCall) => gate.then(() => real.put(ns, call)) };
+    const { client, seen } = setup(() => ok(), { store: slow });
+    const controller = new AbortController();
+    const call = outcome(
+      client.mutation('pay', { n: 1 }, { context: { idempotencyKey: 'k-prev-0001' }, signal: controller.signal }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    controller.abort(new Error('cancelled'));
+    await call;
+    open();
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(seen).toHaveLength(0);
+    expect((await real.list('default')).map((c) => c.key)).toEqual(['k-prev-0001']);
   });
 
   test('a definitive error is reported failed and forgotten; a still-lost answer is reported unknown and kept', async () => {

@@ -170,15 +170,21 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
   };
   /**
    * Waits on a store call at most `storeTimeoutMs`, or until `signal` aborts, and never fails: a store that does
-   * not answer is told to `onStoreError` and the call goes on without it.
+   * not answer is told to `onStoreError` and the call goes on without it. Resolves with what the store gave, if
+   * it answered in time.
    */
-  const awaitStore = (what: 'put' | 'remove', pending: Promise<unknown>, signal?: AbortSignal | null) =>
-    new Promise<void>((resolve) => {
-      const done = () => {
+  const awaitStore = <T>(
+    what: 'list' | 'put' | 'remove',
+    pending: Promise<T>,
+    signal?: AbortSignal | null,
+  ): Promise<{ value: T } | undefined> =>
+    new Promise((resolve) => {
+      const done = (answer?: { value: T }) => {
         clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
-        resolve();
+        signal?.removeEventListener('abort', onAbort);
+        resolve(answer);
       };
+      const onAbort = () => done();
       const timer = setTimeout(() => {
         reportStoreError(
           new Error(`pendingCallsLink: the store's ${what}() took longer than storeTimeoutMs (${storeTimeoutMs} ms)`),
@@ -186,12 +192,26 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
         done();
       }, storeTimeoutMs);
       if (signal?.aborted) done();
-      else signal?.addEventListener('abort', done, { once: true });
-      pending.then(done, (error: unknown) => {
-        reportStoreError(error);
-        done();
-      });
+      else signal?.addEventListener('abort', onAbort, { once: true });
+      pending.then(
+        (value) => done({ value }),
+        (error: unknown) => {
+          reportStoreError(error);
+          done();
+        },
+      );
     });
+  /** Forgets a call, waiting on the store at most `storeTimeoutMs`. */
+  const forgetWithin = (ns: string, key: string) => awaitStore('remove', forget(ns, key));
+  /**
+   * Whether a call first sent at `firstSentAt` may be past the server's `ttl`: older than `ttlMs` less the margin,
+   * ahead of now by more than the margin (a device clock set ahead, then corrected), or no time at all (damaged).
+   */
+  const isExpired = (firstSentAt: unknown) => {
+    if (typeof firstSentAt !== 'number') return true;
+    const age = Date.now() - firstSentAt;
+    return !Number.isFinite(age) || age >= ttlMs - safetyMarginMs || age < -safetyMarginMs;
+  };
 
   const keyed = (op: Operation) => op.type === 'mutation' && (!guarded || guarded.has(op.path));
 
@@ -216,15 +236,15 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
           observer.error(TRPCClientError.from(error as Error));
           return;
         }
-        const firstSentAt = context.idempotencyFirstSentAt ?? firstSent.get(key) ?? Date.now();
+        // A caller's key this session has not sent may have been stored by an earlier page load (a form that kept its
+        // key across the reload): that call's record is looked up before this one is written over it.
+        const unknownHere =
+          context.idempotencyKey !== undefined && context.idempotencyFirstSentAt === undefined && !firstSent.has(key);
+        let firstSentAt = context.idempotencyFirstSentAt ?? firstSent.get(key) ?? Date.now();
         firstSent.set(key, firstSentAt);
-        const sent: Operation = {
-          ...op,
-          context: { ...context, idempotencyKey: key, idempotencyFirstSentAt: firstSentAt },
-        };
         const ns = namespace();
         // A re-send of a call stored by an earlier page load: its record is that call's, never this copy's to drop.
-        const resent = context.idempotencyFirstSentAt !== undefined;
+        let resent = context.idempotencyFirstSentAt !== undefined;
         holders.set(key, (holders.get(key) ?? 0) + 1);
 
         let finished = false;
@@ -249,6 +269,10 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
         const start = () => {
           op.signal?.removeEventListener('abort', onAbortBeforeStart);
           if (finished) return;
+          const sent: Operation = {
+            ...op,
+            context: { ...context, idempotencyKey: key, idempotencyFirstSentAt: firstSentAt },
+          };
           subscription = next(sent).subscribe({
             next(envelope) {
               answer = envelope;
@@ -311,17 +335,54 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
           );
         };
         if (record && store && ns !== undefined) {
-          // Recorded before the first attempt: a reload from here on finds it.
-          const stored = record;
-          putting = storeCall(() => store.put(ns, stored));
-          // A write that lands after the call was forgotten (it outlived storeTimeoutMs) is forgotten again.
-          putting.then(
-            () => {
-              if (forgotten && !holders.has(key)) void forget(ns, key);
-            },
-            () => {},
-          );
-          void awaitStore('put', putting).then(start);
+          const fresh = record;
+          const begin = async () => {
+            const earlier = unknownHere
+              ? (
+                  await awaitStore(
+                    'list',
+                    storeCall(() => store.list(ns)),
+                  )
+                )?.value.find((c) => c.key === key)
+              : undefined;
+            if (finished) return; // cancelled during the lookup: nothing written, nothing sent
+            if (earlier) {
+              resent = true;
+              if (isExpired(earlier.firstSentAt)) {
+                // Its key may be gone from the server, where this send would run it again: never sent, and left for
+                // resume() to report as expired.
+                finished = true;
+                release();
+                dropHold(key);
+                observer.error(
+                  TRPCClientError.from(
+                    new Error(
+                      `pendingCallsLink: key ${key} of ${op.path} was first sent by an earlier page load more than the ttl ` +
+                        '(ttlMs less safetyMarginMs) ago; its outcome is unknown and the server may have forgotten it, ' +
+                        'so it is not sent again: resume() reports it as expired',
+                    ),
+                  ),
+                );
+                return;
+              }
+              firstSentAt = Math.min(firstSentAt, earlier.firstSentAt as number);
+              firstSent.set(key, firstSentAt);
+            }
+            // Recorded before the first attempt: a reload from here on finds it.
+            const stored: PendingCall = { ...fresh, firstSentAt };
+            const writing = storeCall(() => store.put(ns, stored));
+            putting = writing;
+            // A write that lands after the call was forgotten (it outlived storeTimeoutMs) is forgotten again.
+            writing.then(
+              () => {
+                if (forgotten && !holders.has(key)) void forget(ns, key);
+              },
+              () => {},
+            );
+            await awaitStore('put', writing);
+            start();
+          };
+          void begin();
           if (op.signal?.aborted) onAbortBeforeStart();
           else op.signal?.addEventListener('abort', onAbortBeforeStart, { once: true });
         } else {
@@ -347,17 +408,17 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
     try {
       input = transformer.deserialize(JSON.parse(call.input));
     } catch (error) {
-      await forget(ns, call.key);
+      await forgetWithin(ns, call.key);
       return { status: 'failed', call, input: undefined, error };
     }
     if (!isValidKey(call.key)) {
       // A stored entry damaged outside this link: it cannot be sent under its key, so it is never sent.
-      await forget(ns, call.key);
+      await forgetWithin(ns, call.key);
       return { status: 'failed', call, input, error: new TypeError(`stored key ${keyText(call.key)} is not a key`) };
     }
     if (guarded && !guarded.has(call.path)) {
       // No longer keyed (the app's `procedures` changed): a re-send would carry no key, so it is never sent.
-      await forget(ns, call.key);
+      await forgetWithin(ns, call.key);
       return {
         status: 'failed',
         call,
@@ -365,16 +426,9 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
         error: new Error(`${call.path} is not in pendingCallsLink's procedures`),
       };
     }
-    // A first-sent time ahead of now (the device clock was set ahead, then corrected) tells no age: the call may be
-    // older than the ttl, so it is treated as expired too, never re-sent.
-    const expired = () => {
-      const age = Date.now() - call.firstSentAt;
-      // Ahead by more than the margin for clock skew, or no time at all (a damaged entry): no known age.
-      return !Number.isFinite(age) || age >= ttlMs - safetyMarginMs || age < -safetyMarginMs;
-    };
     return withLock(lockName(ns, call.key), async (): Promise<ResumedCall> => {
-      if (expired()) {
-        await forget(ns, call.key);
+      if (isExpired(call.firstSentAt)) {
+        await forgetWithin(ns, call.key);
         return { status: 'expired', call, input };
       }
       const info: IdempotencyCallInfo = { attempts: 0, replayed: false, settled: false };
@@ -397,7 +451,13 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
       const ns = namespace();
       if (ns === undefined || !store) return [];
       const untyped = client instanceof TRPCUntypedClient ? client : getUntypedClient(client);
-      const calls = await store.list(ns);
+      const calls =
+        (
+          await awaitStore(
+            'list',
+            storeCall(() => store.list(ns)),
+          )
+        )?.value ?? [];
       return Promise.all(
         calls.map((call) => {
           // Twice in one tab (a React StrictMode effect, two components): one re-send.

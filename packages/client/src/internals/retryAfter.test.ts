@@ -20,6 +20,22 @@ describe('parseRetryAfter', () => {
     expect(parseRetryAfter('Thu Jan  1 12:00:30 2026', now)).toBe(30_000);
   });
 
+  test('a date that does not exist, or whose weekday is not its own, is unreadable, never rolled over', () => {
+    for (const value of [
+      'Sun, 31 Feb 2100 00:00:00 GMT',
+      'Mon, 29 Feb 2100 00:00:00 GMT',
+      'Tue, 31 Apr 1990 00:00:00 GMT',
+      'Thu, 01 Jan 2026 24:00:00 GMT',
+      'Thu, 01 Jan 2026 12:60:00 GMT',
+      'Fri, 01 Jan 2026 12:00:30 GMT',
+      'Friday, 01-Jan-26 12:00:30 GMT',
+      'Fri Jan  1 12:00:30 2026',
+    ]) {
+      expect(parseRetryAfter(value, now), value).toBeUndefined();
+    }
+    expect(parseRetryAfter('Tue, 29 Feb 2028 00:00:00 GMT', now)).toBeGreaterThan(0);
+  });
+
   test('a date that is not an HTTP-date (ISO 8601, a local time, no zone) is unreadable, never guessed at', () => {
     for (const value of ['2026-01-01T12:00:30Z', '2026-01-01T12:00:30', 'Thu, 01 Jan 2026 12:00:30', 'Jan 1 2026']) {
       expect(parseRetryAfter(value, now)).toBeUndefined();

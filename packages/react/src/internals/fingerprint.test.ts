@@ -51,6 +51,12 @@ describe('fingerprint', () => {
       { v: { $json: '[object Object]', value: '1970-01-01T00:00:00.005Z' } },
     ],
     ['an object spelling a tag and one escaping it', { $date: 5 }, { $$date: 5 }],
+    ['two plain objects whose toJSON differ', { a: 1, toJSON: () => 1 }, { a: 1, toJSON: () => 2 }],
+    [
+      'nested plain objects whose toJSON differ',
+      { p: { v: 1, toJSON: () => 'x' } },
+      { p: { v: 1, toJSON: () => 'y' } },
+    ],
     ['two FormData', formData({ amount: '1' }), formData({ amount: '2' })],
     ['two files', formData({ doc: new File(['a'], 'a.txt') }), formData({ doc: new File(['ab'], 'a.txt') })],
   ])('tells %s apart', (_, a, b) => {

@@ -44,14 +44,14 @@ function canonical(value: unknown, seen: Set<object>): unknown {
         out[name.startsWith('$') ? `$${name}` : name] = canonical(item, seen);
       }
     }
-    const prototype = Object.getPrototypeOf(value);
-    if (prototype === Object.prototype || prototype === null) return out;
-    // A class instance with its own JSON form (a URL, Luxon's DateTime) is what it sends: compared by that form, not
-    // by fields such as lazily filled caches.
+    // A value with its own JSON form (a URL, Luxon's DateTime, even a plain object with a `toJSON`) is what it sends:
+    // compared by that form, not by fields such as lazily filled caches.
     const toJSON = (value as { toJSON?: unknown }).toJSON;
     if (typeof toJSON === 'function') {
       return { $json: Object.prototype.toString.call(value), value: canonical(toJSON.call(value), seen) };
     }
+    const prototype = Object.getPrototypeOf(value);
+    if (prototype === Object.prototype || prototype === null) return out;
     // Not a plain object (a RegExp, a URL, an Error, a class instance): its kind and its text count too, as its
     // own properties may be none.
     const text = value instanceof Error ? `${value.name}: ${value.message}` : String(value);
