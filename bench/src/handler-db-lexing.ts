@@ -3,6 +3,9 @@
  * `npx tsx src/handler-db-lexing.ts` (after `npm run build`). For each flavor and text, the check as sent
  * (`endsTransaction`: only the readings that can differ on the text) beside every reading the flavor has, interleaved
  * over rounds, with the median ratio. Not a test: CPU only, no database.
+ *
+ * `LEXING_BEFORE=<another build's packages/server/dist>` also times that build's check on the same texts, interleaved
+ * with this one's: an A/B of two builds in one run.
  */
 import {
   endsStatement,
@@ -21,6 +24,7 @@ const TEXTS: Record<string, string> = {
       4,
     ),
   'with a backslash': "SELECT 'a\\'b'; -- c\nSELECT 2",
+  'quotes and strings': `SELECT "name", E'a\\n' || 'b' FROM t WHERE x = 'y;z'; -- c\nSELECT 2`,
 };
 const FLAVORS: SqlFlavor[] = ['postgres', 'mysql'];
 const CALLS = Number(process.env.CALLS ?? 50_000);
@@ -40,25 +44,48 @@ function nsPerCall(check: (text: string, flavor: SqlFlavor) => boolean, text: st
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
-console.log(`flavor    text                 sent ns/call   every reading ns/call   every ÷ sent, median (min–max)`);
-for (const flavor of FLAVORS) {
-  for (const [name, text] of Object.entries(TEXTS)) {
-    if (everyReading(text, flavor) !== endsTransaction(text, flavor)) throw new Error(`readings disagree: ${name}`);
-    const sent: number[] = [];
-    const every: number[] = [];
-    for (let round = 0; round < ROUNDS; round++) {
-      // Alternate which runs first, so neither always gets the warmer caches.
-      if (round % 2) every.push(nsPerCall(everyReading, text, flavor));
-      sent.push(nsPerCall(endsTransaction, text, flavor));
-      if (!(round % 2)) every.push(nsPerCall(everyReading, text, flavor));
+type Check = (text: string, flavor: SqlFlavor) => boolean;
+
+/**
+ * One table: per flavor and text, `base` and `other` timed in interleaved rounds (which runs first alternates, so
+ * neither always gets the warmer caches), with the median of other ÷ base over rounds.
+ */
+function table(heading: string, base: Check, other: Check): void {
+  console.log(heading);
+  const [, baseWidth, otherWidth] = heading.split(/ {3}/).map((column) => column.length);
+  for (const flavor of FLAVORS) {
+    for (const [name, text] of Object.entries(TEXTS)) {
+      if (base(text, flavor) !== other(text, flavor)) throw new Error(`the two checks disagree: ${name}`);
+      const baseNs: number[] = [];
+      const otherNs: number[] = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        if (round % 2) otherNs.push(nsPerCall(other, text, flavor));
+        baseNs.push(nsPerCall(base, text, flavor));
+        if (!(round % 2)) otherNs.push(nsPerCall(other, text, flavor));
+      }
+      const ratios = otherNs.map((o, i) => o / baseNs[i]!);
+      const spread = `${median(ratios).toFixed(2)} (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})`;
+      console.log(
+        `${flavor.padEnd(9)} ${name.padEnd(20)} ${median(baseNs)
+          .toFixed(0)
+          .padStart(baseWidth! - 1)}   ${median(otherNs).toFixed(0).padStart(otherWidth!)}   ${spread}`,
+      );
     }
-    const ratios = every.map((e, i) => e / sent[i]!);
-    console.log(
-      `${flavor.padEnd(9)} ${name.padEnd(20)} ${median(sent).toFixed(0).padStart(13)} ${median(every)
-        .toFixed(0)
-        .padStart(
-          23,
-        )}   ${median(ratios).toFixed(2)} (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})`,
-    );
   }
+}
+
+table(
+  'flavor    text                 sent ns/call   every reading ns/call   every ÷ sent, median (min–max)',
+  endsTransaction,
+  everyReading,
+);
+if (process.env.LEXING_BEFORE) {
+  const before = (await import(`${process.env.LEXING_BEFORE}/store/transaction-control.js`)) as {
+    endsTransaction: Check;
+  };
+  table(
+    '\nflavor    text                 this build ns/call   before ns/call   before ÷ this, median (min–max)',
+    endsTransaction,
+    before.endsTransaction,
+  );
 }

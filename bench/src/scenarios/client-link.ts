@@ -1,6 +1,7 @@
 import { createServer } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { createTRPCClient, httpLink, type TRPCLink } from '@trpc/client';
+import * as current from '@trpc-idempotency/client';
 import { idempotencyFetch, idempotencyHeaders, idempotencyLink } from '@trpc-idempotency/client';
 import { type BenchEnv, rotate, server } from '../bench-env.ts';
 import { median, quantile, type Spread, spread } from '../load/stats.ts';
@@ -9,7 +10,7 @@ import type { buildRouter } from '../server/router.ts';
 type BenchRouter = Awaited<ReturnType<typeof buildRouter>>;
 
 export interface LinkOverheadRow {
-  client: 'httpLink' | 'idempotencyLink + httpLink';
+  client: string;
   opsPerSecond: number;
   p50: number;
   p99: number;
@@ -75,12 +76,28 @@ export async function clientLinkScenario(env: BenchEnv): Promise<ClientLinkResul
       httpLink({ url, headers: idempotencyHeaders, fetch: idempotencyFetch() }),
     ],
   });
-  const clients = { httpLink: bare, 'idempotencyLink + httpLink': linked } as const;
-  const names = Object.keys(clients) as (keyof typeof clients)[];
+  const clients: Record<string, typeof bare> = {
+    httpLink: bare,
+    'idempotencyLink + httpLink': linked,
+    'pendingCallsLink (store) + idempotencyLink + httpLink': withStore(current, url),
+  };
+  // BENCH_BEFORE_CLIENT_DIST=<another build's packages/client/dist>: its links too, as `(before)` rows, for an A/B of
+  // two client builds in one run (interleaved rounds, same server, same machine state).
+  if (process.env.BENCH_BEFORE_CLIENT_DIST) {
+    const before = (await import(`${process.env.BENCH_BEFORE_CLIENT_DIST}/index.js`)) as typeof current;
+    clients['idempotencyLink + httpLink (before)'] = createTRPCClient<BenchRouter>({
+      links: [
+        before.idempotencyLink<BenchRouter>({ procedures: ['noop'] }) as TRPCLink<BenchRouter>,
+        httpLink({ url, headers: before.idempotencyHeaders, fetch: before.idempotencyFetch() }),
+      ],
+    });
+    clients['pendingCallsLink (store) + idempotencyLink + httpLink (before)'] = withStore(before, url);
+  }
+  const names = Object.keys(clients);
   const runs = new Map<string, Run[]>();
   for (let round = 0; round < params.linkRounds; round++) {
     for (const name of rotate(names, round)) {
-      const client = clients[name];
+      const client = clients[name]!;
       const run = await loop(() => client.noop.mutate(), params.connections, params.durationMs);
       runs.set(name, [...(runs.get(name) ?? []), run]);
       env.log(`  round ${round + 1} ${name.padEnd(28)} ${(run.ops / run.seconds).toFixed(0)} ops/s`);
@@ -99,6 +116,31 @@ export async function clientLinkScenario(env: BenchEnv): Promise<ClientLinkResul
     };
   });
   return { overhead, outage: [await outage(params.outageCalls, true), await outage(params.outageCalls, false)] };
+}
+
+/** The links as an app keeping calls across reloads chains them, over an in-memory Web Storage. */
+function withStore(links: typeof current, url: string) {
+  const data = new Map<string, string>();
+  const storage = {
+    get length() {
+      return data.size;
+    },
+    key: (index: number) => [...data.keys()][index] ?? null,
+    getItem: (name: string) => data.get(name) ?? null,
+    setItem: (name: string, value: string) => void data.set(name, value),
+    removeItem: (name: string) => void data.delete(name),
+  };
+  const { pendingCallsLink, localStorageStore } = links;
+  return createTRPCClient<BenchRouter>({
+    links: [
+      pendingCallsLink<BenchRouter>({
+        procedures: ['noop'],
+        store: localStorageStore({ storage }),
+      }) as TRPCLink<BenchRouter>,
+      links.idempotencyLink<BenchRouter>({ procedures: ['noop'] }) as TRPCLink<BenchRouter>,
+      httpLink({ url, headers: links.idempotencyHeaders, fetch: links.idempotencyFetch() }),
+    ],
+  });
 }
 
 /** Every request answered 503 with an HTML page, as a load balancer does when nothing is behind it. */

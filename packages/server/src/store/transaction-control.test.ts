@@ -65,10 +65,17 @@ describe('endsTransaction', () => {
       'SELECT 1; -- x\rEND',
       // With standard_conforming_strings off a backslash escapes (on, this is one string): read both ways.
       "SELECT 'a\\'' ; COMMIT; --'",
+      // A string continued on the next line keeps its kind: the continuation of an E'…' takes backslash escapes
+      // (outside review, third round).
+      "SELECT E''\n'\\'' || '\\'; COMMIT; SELECT 1",
+      "SELECT e'' -- note\n  -- more\n'\\'' || '\\'; COMMIT; SELECT 1",
+      "SELECT E'a'\r\n\t'\\'' || '\\'; ROLLBACK; SELECT 1",
     ];
     expect(passed(ends, 'postgres')).toEqual([]);
     const allowed = [
       "SELECT E'\\'; COMMIT; '",
+      // No newline between them: not one string, and the second is standard, with no escapes.
+      "SELECT E'' '\\'; SELECT 1 ; SELECT E'\\''",
       'SELECT $$; COMMIT;$$',
       'SELECT $body$ ; COMMIT $x$ ; $body$',
       'DO $$ BEGIN PERFORM 1; END $$',
@@ -124,6 +131,21 @@ describe('endsTransaction', () => {
       'DROP TABLE t',
       'LOCK TABLES t WRITE',
       'TRUNCATE t',
+      // A version-gated comment runs only on a server at least that version: read both ways (outside review, third
+      // round), each comment on its own.
+      '/*!99999 SELECT */ COMMIT',
+      '/*M!999999 SELECT */ COMMIT',
+      '/*!99999 SELECT 1, */ ROLLBACK',
+      'CREATE /*!99999 TEMPORARY*/ TABLE t (id int)',
+      'DROP /*!99999 TEMPORARY*/ TABLE IF EXISTS t',
+      'SELECT 1 /*!40000 , 2 */; /*!99999 SELECT */ COMMIT',
+      // Compound statements run statements of their own; REPEAT's last part starts with UNTIL, not END.
+      'REPEAT COMMIT; UNTIL 1 END REPEAT',
+      'REPEAT SET autocommit=0; UNTIL 1 END REPEAT',
+      'r: REPEAT SELECT 1; UNTIL 1 END REPEAT r',
+      '`r`: REPEAT SELECT 1; UNTIL 1 END REPEAT',
+      // ANSI_QUOTES: "…" is a name, where a backslash is a character, while '…' still takes escapes.
+      'SELECT 1 AS "\\", \'\\\' \'; COMMIT; SELECT 1 AS "\'"',
     ];
     expect(passed(ends, 'mysql')).toEqual([]);
     const allowed = [
@@ -137,6 +159,8 @@ describe('endsTransaction', () => {
       'SET NAMES utf8mb4',
       'SELECT 1 --x',
       'CHECKSUM TABLE t',
+      '/*!99999 SELECT 1, */ 2',
+      'CREATE /*!40000 TEMPORARY */ /*!99999 TEMPORARY */ TEMPORARY TABLE t (id int)',
     ];
     expect(refused(allowed, 'mysql')).toEqual([]);
   });

@@ -32,8 +32,22 @@ export function endsTransaction(text: string, flavor: SqlFlavor): boolean {
   const ends = (statement: string) => endsStatement(statement, flavor, text);
   // One statement with nothing to lex (what Kysely compiles): only its first words count.
   if (!NEEDS_LEXING.test(text)) return ends(text);
-  return readingsOf(text, flavor).some((rules) => statementsOf(text, rules).some(ends));
+  const readings = readingsOf(text, flavor);
+  const gated = flavor === 'mysql' ? (text.match(VERSION_GATED)?.length ?? 0) : 0;
+  if (gated === 0) return readings.some((rules) => statementsOf(text, rules).some(ends));
+  // Each version-gated comment runs or not by the server's version: every combination is read. Beyond a few such
+  // comments (mysqldump's texts, not a handler's) the text is refused rather than read 2^n ways.
+  if (gated > MAX_GATED) return true;
+  return readings.some((rules) =>
+    Array.from({ length: 2 ** gated }, (_, skipped) => statementsOf(text, { ...rules, skipped })).some((statements) =>
+      statements.some(ends),
+    ),
+  );
 }
+
+/** MySQL's and MariaDB's version-gated comments: `/*!50000 … *\/`, `/*M!100100 … *\/`. */
+const VERSION_GATED = /\/\*M?!\d/g;
+const MAX_GATED = 6;
 
 /**
  * The flavor's readings that can differ on this text: a rule about backslashes, carriage returns or characters from
@@ -43,6 +57,7 @@ export function endsTransaction(text: string, flavor: SqlFlavor): boolean {
 export function readingsOf(text: string, flavor: SqlFlavor): readonly Rules[] {
   const mask =
     (text.includes('\\') ? BACKSLASH : 0) |
+    (text.includes('"') ? DOUBLE_QUOTE : 0) |
     (text.includes('\r') ? CARRIAGE_RETURN : 0) |
     (FROM_DEL.test(text) ? DEL_AND_UP : 0);
   return READINGS[flavor][mask]!;
@@ -64,7 +79,7 @@ export const NEEDS_LEXING = /[;#]|\/\*|--/;
 const ENDS =
   /^\s*(?:begin|start|commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|prepare\s+transaction|set\s+(?:@@(?:session\.)?|session\s+)?autocommit)\b/i;
 const MYSQL_COMMITS =
-  /^\s*(?:alter|create(?!\s+temporary)|drop(?!\s+temporary)|rename|truncate|lock|unlock|grant|revoke|analyze|optimize|repair|check|reset|flush|install|uninstall|load\s+index|cache\s+index|set\s+password|stop|change|xa|backup|call|prepare|execute)\b/i;
+  /^\s*(?:alter|create(?!\s+temporary)|drop(?!\s+temporary)|rename|truncate|lock|unlock|grant|revoke|analyze|optimize|repair|check|reset|flush|install|uninstall|load\s+index|cache\s+index|set\s+password|stop|change|xa|backup|call|prepare|execute|repeat|loop|while|if|case|for|[\w$]*\s*:\s*(?:begin|repeat|loop|while|for))\b/i;
 
 export interface Rules {
   /** A backslash escapes the next character in every string (else only in Postgres' `E'…'`). */
@@ -73,6 +88,10 @@ export interface Rules {
   returnEndsLine: boolean;
   /** MySQL: `--` before DEL or a non-ASCII character opens a comment (it always does before a space or a control). */
   looseDash?: boolean;
+  /** MySQL's ANSI_QUOTES: `"…"` is a name, where a backslash is a character even while strings take escapes. */
+  ansiQuotes?: boolean;
+  /** MySQL: bit n set skips the n-th version-gated comment (a server older than its version), else its inside runs. */
+  skipped?: number;
   postgres?: boolean;
   mysql?: boolean;
 }
@@ -84,7 +103,9 @@ export const LEXINGS: Record<SqlFlavor, readonly Rules[]> = {
   ],
   mysql: [true, false].flatMap((backslash) =>
     [true, false].flatMap((returnEndsLine) =>
-      [true, false].map((looseDash) => ({ backslash, returnEndsLine, looseDash, mysql: true })),
+      [true, false].flatMap((looseDash) =>
+        [false, true].map((ansiQuotes) => ({ backslash, returnEndsLine, looseDash, ansiQuotes, mysql: true })),
+      ),
     ),
   ),
   sqlite: [{ backslash: false, returnEndsLine: false }],
@@ -94,6 +115,7 @@ export const LEXINGS: Record<SqlFlavor, readonly Rules[]> = {
 const BACKSLASH = 1;
 const CARRIAGE_RETURN = 2;
 const DEL_AND_UP = 4;
+const DOUBLE_QUOTE = 8;
 const FROM_DEL = /[^\0-\x7e]/;
 
 /** For each flavor and mask, the flavor's readings with those that read such a text alike dropped (one kept). */
@@ -104,10 +126,13 @@ const READINGS: Record<SqlFlavor, readonly (readonly Rules[])[]> = {
 };
 
 function byMask(all: readonly Rules[]): (readonly Rules[])[] {
-  return Array.from({ length: 8 }, (_, mask) => {
+  return Array.from({ length: 16 }, (_, mask) => {
     const seen = new Set<string>();
     return all.filter((rules) => {
-      const reading = `${(mask & BACKSLASH) !== 0 && rules.backslash} ${(mask & CARRIAGE_RETURN) !== 0 && rules.returnEndsLine} ${(mask & DEL_AND_UP) !== 0 && rules.looseDash === true}`;
+      // ANSI_QUOTES reads a text apart only where it holds a double quote and backslashes escape in strings.
+      const ansi =
+        (mask & DOUBLE_QUOTE) !== 0 && (mask & BACKSLASH) !== 0 && rules.backslash && rules.ansiQuotes === true;
+      const reading = `${(mask & BACKSLASH) !== 0 && rules.backslash} ${(mask & CARRIAGE_RETURN) !== 0 && rules.returnEndsLine} ${(mask & DEL_AND_UP) !== 0 && rules.looseDash === true} ${ansi}`;
       if (seen.has(reading)) return false;
       seen.add(reading);
       return true;
@@ -120,6 +145,7 @@ export function statementsOf(text: string, rules: Rules): string[] {
   let out = '';
   let from = 0; // start of the code not yet copied to `out`
   let executable = false; // inside MySQL's `/*! … */`, whose content runs
+  let gated = 0; // version-gated comments met so far
   let i = 0;
   const skip = (to: number) => {
     out += `${text.slice(from, i)} `;
@@ -131,9 +157,14 @@ export function statementsOf(text: string, rules: Rules): string[] {
     const next = text[i + 1];
     if (c === "'") {
       const escapes = rules.backslash || (rules.postgres === true && isEscapePrefix(text, i));
-      skip(quoteEnd(text, i, "'", escapes));
+      let end = quoteEnd(text, i, "'", escapes);
+      // Postgres: a string continued after a newline (`E'a'` newline `'b'`) is one string of the first one's kind.
+      for (let next = continuation(text, end, rules); next >= 0; next = continuation(text, end, rules)) {
+        end = quoteEnd(text, next, "'", escapes);
+      }
+      skip(end);
     } else if (c === '"') {
-      skip(quoteEnd(text, i, '"', rules.mysql === true && rules.backslash));
+      skip(quoteEnd(text, i, '"', rules.mysql === true && rules.backslash && rules.ansiQuotes !== true));
     } else if (c === '`' && !rules.postgres) {
       skip(quoteEnd(text, i, '`', false));
     } else if (c === '-' && next === '-' && (!rules.mysql || dashOpensComment(text.charCodeAt(i + 2), rules))) {
@@ -141,8 +172,10 @@ export function statementsOf(text: string, rules: Rules): string[] {
     } else if (c === '#' && rules.mysql) {
       skip(lineEnd(text, i, rules));
     } else if (c === '/' && next === '*') {
-      const marker = rules.mysql ? /^\/\*M?!\d*/.exec(text.slice(i, i + 12)) : null;
-      if (marker) {
+      const marker = rules.mysql ? /^\/\*M?!(\d*)/.exec(text.slice(i, i + 12)) : null;
+      if (marker?.[1] && ((rules.skipped ?? 0) & (1 << gated++)) !== 0) {
+        skip(commentEnd(text, i, false)); // a server older than the comment's version reads it as a comment
+      } else if (marker) {
         executable = true;
         skip(i + marker[0].length);
       } else {
@@ -166,6 +199,18 @@ export function statementsOf(text: string, rules: Rules): string[] {
   out += text.slice(from);
   return out.split(';');
 }
+
+/**
+ * Postgres: where a string that ended at `end` goes on (spaces and `--` comments holding a newline, then a quote), the
+ * index of that quote; else -1. Postgres reads the whole text before it runs any of it, so what its lexer refuses
+ * (a vertical tab before version 16) runs nothing and may be read either way.
+ */
+function continuation(text: string, end: number, rules: Rules): number {
+  if (!rules.postgres || !/[\s-]/.test(text[end] ?? '')) return -1;
+  CONTINUATION.lastIndex = end;
+  return CONTINUATION.test(text) ? CONTINUATION.lastIndex - 1 : -1;
+}
+const CONTINUATION = /(?:[ \t\f\v]|--[^\n\r]*)*[\n\r](?:[ \t\n\r\f\v]|--[^\n\r]*[\n\r])*'/y;
 
 /** Postgres' `E'…'` (also `e'…'`): the E must stand alone, not end a name. */
 function isEscapePrefix(text: string, quote: number): boolean {
