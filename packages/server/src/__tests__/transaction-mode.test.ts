@@ -188,6 +188,11 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
         'CREATE /*!99999 TEMPORARY*/ TABLE rv_gated (id int)',
         'REPEAT COMMIT; UNTIL 1 END REPEAT',
         'REPEAT SET autocommit=0; UNTIL 1 END REPEAT',
+        // Outside review, fourth round: a default role and a temporary sequence commit too. The check now lets
+        // through only the statements known not to commit; anything else is refused.
+        'SET DEFAULT ROLE NONE',
+        'SET DEFAULT ROLE NONE FOR CURRENT_USER',
+        'CREATE TEMPORARY SEQUENCE IF NOT EXISTS rv_temp_seq',
       );
     }
     if (name === 'pg-fast' || name === 'pg-general' || name === 'pglite') {

@@ -16,10 +16,12 @@ export class TransactionControlError extends Error {
 /**
  * Whether a text holds a statement that ends the transaction it runs in, or opens another: BEGIN, START TRANSACTION,
  * COMMIT, END, ABORT, ROLLBACK (but not ROLLBACK TO a savepoint: the handler's own savepoints are its business),
- * PREPARE TRANSACTION, `SET autocommit`. On MySQL also what commits implicitly (DDL other than on temporary tables,
- * LOCK TABLES, grants, CHECK TABLE, RESET, SET PASSWORD, replication and XA statements), what changes how the session
- * commits (any SET naming `autocommit` or `completion_type`, in whatever form), `SET STATEMENT … FOR` the statement
- * it runs, and what runs SQL that cannot be read before it runs: CALL (a procedure may COMMIT), PREPARE and EXECUTE.
+ * PREPARE TRANSACTION, `SET autocommit`. On MySQL, where far more statements commit implicitly than any list keeps
+ * up with (DDL, LOCK TABLES, grants, table maintenance, SET DEFAULT ROLE, a temporary sequence, replication, XA,
+ * SHUTDOWN…), only statements known not to commit pass (see MYSQL_KEEPS); SET passes unless it is SET PASSWORD,
+ * SET DEFAULT ROLE or names `autocommit` or `completion_type` in whatever form; `SET STATEMENT … FOR` is judged by
+ * the statement it runs. What runs SQL that cannot be read before it runs (CALL, PREPARE, EXECUTE, compound
+ * statements) is refused with the rest.
  *
  * Statements are found the way the database finds them, so that a `;` or a keyword inside a string, a quoted name or
  * a comment does not count, and one the database runs is never hidden: Postgres nests block comments, lets `$`
@@ -66,20 +68,26 @@ export function readingsOf(text: string, flavor: SqlFlavor): readonly Rules[] {
 export function endsStatement(statement: string, flavor: SqlFlavor, text: string): boolean {
   if (ENDS.test(statement)) return true;
   if (flavor !== 'mysql') return false;
-  if (MYSQL_COMMITS.test(statement)) return true;
   // `SET STATEMENT var = value, … FOR statement` runs that statement.
   const inner = /^\s*set\s+statement\b[\s\S]*?\bfor\b([\s\S]*)$/i.exec(statement);
   if (inner) return endsStatement(inner[1]!, flavor, text);
   // `SET LOCAL autocommit`, `SET @x = 1, autocommit = 1`, `` SET @@session.`autocommit` ``: the name is read in the
   // whole text, where quoting has not hidden it.
-  return /^\s*set\b/i.test(statement) && /autocommit|completion_type/i.test(text);
+  if (/^\s*set\b/i.test(statement)) return SET_COMMITS.test(statement) || /autocommit|completion_type/i.test(text);
+  return !MYSQL_KEEPS.test(statement);
 }
 
 export const NEEDS_LEXING = /[;#]|\/\*|--/;
 const ENDS =
   /^\s*(?:begin|start|commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|prepare\s+transaction|set\s+(?:@@(?:session\.)?|session\s+)?autocommit)\b/i;
-const MYSQL_COMMITS =
-  /^\s*(?:alter|create(?!\s+temporary)|drop(?!\s+temporary)|rename|truncate|lock|unlock|grant|revoke|analyze|optimize|repair|check|reset|flush|install|uninstall|load\s+index|cache\s+index|set\s+password|stop|change|xa|backup|call|prepare|execute|repeat|loop|while|if|case|for|[\w$]*\s*:\s*(?:begin|repeat|loop|while|for))\b/i;
+/**
+ * MySQL and MariaDB statements that do not commit, each checked on MariaDB 10.11 (a row written before it is rolled
+ * back after it): queries and DML, temporary tables (not temporary sequences, which commit), savepoints, and what
+ * only reads or signals. An empty statement (after the last `;`, or only comments) is nothing.
+ */
+const MYSQL_KEEPS =
+  /^\s*(?:$|\(|(?:select|insert|update|delete|replace|with|values|table|do|show|explain|describe|desc|help|checksum|savepoint|release|handler|use|kill|deallocate|signal|resignal|get\s+(?:current\s+|stacked\s+)?diagnostics|load\s+(?:data|xml)|analyze\s+(?:format|select|insert|update|delete|replace|with)|rollback\s+(?:work\s+)?to|create\s+(?:or\s+replace\s+)?(?:temporary\s+)+table|drop\s+temporary\s+(?:table|sequence))\b)/i;
+const SET_COMMITS = /^\s*set\s+(?:password|default\s+role)\b/i;
 
 export interface Rules {
   /** A backslash escapes the next character in every string (else only in Postgres' `E'…'`). */
