@@ -87,13 +87,17 @@ describe.each(DIALECT_BACKENDS)('a throwing user callback on %s', (name) => {
     });
 
     // Stored errors are kept as plain JSON, never through the serializer: only a success can make it throw.
-    it('serializer.serialize that throws on a success: released, nothing held', async () => {
+    it.each([
+      ['throws', boom],
+      ['answers with a Promise', async (value: unknown) => value],
+    ])('serializer.serialize that %s on a success: released, nothing held', async (_, serialize) => {
       const bad = makeDialectApp(backend, {
         mode,
-        serializer: { serialize: boom, deserialize: defaultSerializer.deserialize },
+        serializer: { serialize, deserialize: defaultSerializer.deserialize },
       });
       const keys = Array.from({ length: backend.connections + 1 }, newKey);
       for (const key of keys) await completes(failure(bad.caller(key, 'cb-ser').payments.create({ amount: 1 })));
+      expect(bad.control.runs).toBe(keys.length);
       await expectNothingHeld(keys, 'cb-ser');
       await expectKeysUsable(keys, 'cb-ser');
     });

@@ -72,6 +72,61 @@ describe('defaultSerializer', () => {
     expect(roundTrip(value)).toEqual(JSON.parse(JSON.stringify(value)));
   });
 
+  it('replays on the wire what JSON.stringify sent the first time: boxed primitives, toJSON before Map and Set, a toJSON result taken as JSON takes it', () => {
+    // Found by an outside review: the first answer (tRPC with no transformer) is JSON.stringify of the result; the
+    // replay is JSON.stringify of what the serializer gave back. They differed for these.
+    class Tags extends Map<string, string> {
+      toJSON() {
+        return Object.fromEntries(this);
+      }
+    }
+    class Ids extends Set<number> {
+      toJSON() {
+        return [...this].sort();
+      }
+    }
+    const cases: unknown[] = [
+      { n: new Number(1), s: new String('x'), b: new Boolean(false), list: [new Number(2)] },
+      new Number(3),
+      { tags: new Tags([['color', 'red']]), ids: new Ids([2, 1]) },
+      { at: { toJSON: () => new Date(0) } },
+      { at: { toJSON: () => new Map([[1, 2]]) } },
+      { list: Object.assign([1, 2], { toJSON: () => 'list' }) },
+      { when: Object.assign(new Date(0), { toJSON: () => 'epoch' }) },
+    ];
+    for (const value of cases) expect(JSON.stringify(roundTrip(value)), String(value)).toBe(JSON.stringify(value));
+    // Boxed primitives come back as the primitive, as JSON gives them.
+    expect(roundTrip({ n: new Number(1) })).toEqual({ n: 1 });
+  });
+
+  it('replays JSON.stringify of the first answer for arbitrary values, toJSON and boxed values included', () => {
+    const { value } = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: 'small' },
+        fc.string(),
+        fc.double(),
+        fc.boolean(),
+        fc.constant(null),
+        fc.constant(undefined),
+        fc.date(),
+        fc.double().map((n) => new Number(n)),
+        fc.string().map((t) => new String(t)),
+        fc.boolean().map((b) => new Boolean(b)),
+        tie('value').map((inner) => ({ toJSON: () => inner })),
+        fc.array(tie('value'), { maxLength: 4 }),
+        fc.dictionary(fc.string(), tie('value'), { maxKeys: 4, noNullPrototype: true }),
+        fc.array(fc.tuple(fc.string(), tie('value')), { maxLength: 3 }).map((e) => new Map(e)),
+        fc.array(tie('value'), { maxLength: 3 }).map((m) => new Set(m)),
+      ),
+    }));
+    fc.assert(
+      fc.property(value, (v) => {
+        expect(JSON.stringify(roundTrip(v))).toBe(JSON.stringify(v));
+      }),
+      { numRuns: 1000, seed: 1206 },
+    );
+  });
+
   it('refuses a cyclic result with a clear error', () => {
     const cyclic: Record<string, unknown> = {};
     cyclic.self = cyclic;

@@ -14,8 +14,10 @@ export interface Serializer {
  *   {"$date":"2020-01-01T00:00:00.000Z"} (null for an invalid Date)   {"$bigint":"123"}   {"$undefined":true}
  *   {"$map":[[key, value], …]}   {"$set":[member, …]}   {"$number":"NaN" | "Infinity" | "-Infinity" | "-0"}
  * A real object key that starts with "$" is written with one more "$" ("$date" → "$$date") and read back without
- * it, so an object's own keys can never be mistaken for a tag. Everything else follows JSON.stringify: toJSON() is
- * honoured, functions and symbols are dropped from objects and become null in arrays, class instances keep their
+ * it, so an object's own keys can never be mistaken for a tag. Everything else follows JSON.stringify, so a replay
+ * sends what the first answer sent: toJSON() is honoured on any object but Date's own (a Map or Set with its own
+ * toJSON is sent by it), and what it returns is read as JSON reads it; boxed numbers, strings and booleans become the
+ * primitive; functions and symbols are dropped from objects and become null in arrays; class instances keep their
  * own enumerable properties.
  */
 
@@ -35,7 +37,7 @@ function serializeNumber(value: number): unknown {
   return { $number: String(value) };
 }
 
-function serializeValue(value: unknown, ancestors: Set<object>): unknown {
+function serializeValue(value: unknown, ancestors: Set<object>, fromToJSON = false): unknown {
   switch (typeof value) {
     case 'string':
     case 'boolean':
@@ -51,16 +53,29 @@ function serializeValue(value: unknown, ancestors: Set<object>): unknown {
   }
   if (value === null) return null;
   const object = value as object;
+  // JSON.stringify asks every object for its toJSON first (a Map or an array may have one), but reads what toJSON
+  // returned as it is. Date's own toJSON is the one exception: a Date is kept as a Date.
+  if (!fromToJSON) {
+    const toJSON = (object as { toJSON?: unknown }).toJSON;
+    if (typeof toJSON === 'function' && !(object instanceof Date && toJSON === Date.prototype.toJSON)) {
+      return serializeValue(toJSON.call(object), ancestors, true);
+    }
+  }
+  // Boxed primitives are sent as the primitive, so they are stored as one.
+  if (object instanceof Number) return serializeNumber(Number(object));
+  if (object instanceof String) return String(object);
+  if (object instanceof Boolean) return object.valueOf();
+  if (object instanceof BigInt) return { $bigint: object.valueOf().toString() };
   if (ancestors.has(object)) throw new TypeError('Cannot store a result that contains a cycle');
   ancestors.add(object);
   try {
-    return serializeObject(object, ancestors);
+    return serializeObject(object, ancestors, fromToJSON);
   } finally {
     ancestors.delete(object);
   }
 }
 
-function serializeObject(object: object, ancestors: Set<object>): unknown {
+function serializeObject(object: object, ancestors: Set<object>, fromToJSON: boolean): unknown {
   if (Array.isArray(object)) {
     const out: unknown[] = new Array(object.length);
     for (let i = 0; i < object.length; i++) {
@@ -69,22 +84,21 @@ function serializeObject(object: object, ancestors: Set<object>): unknown {
     }
     return out;
   }
-  if (object instanceof Date) {
-    return { $date: Number.isNaN(object.getTime()) ? null : object.toISOString() };
-  }
-  if (object instanceof Map) {
-    const entries: unknown[] = [];
-    for (const [k, v] of object) entries.push([serializeValue(k, ancestors), serializeValue(v, ancestors)]);
-    return { $map: entries };
-  }
-  if (object instanceof Set) {
-    const members: unknown[] = [];
-    for (const member of object) members.push(serializeValue(member, ancestors));
-    return { $set: members };
-  }
-  const withToJSON = object as { toJSON?: unknown };
-  if (typeof withToJSON.toJSON === 'function') {
-    return serializeValue((withToJSON as { toJSON(): unknown }).toJSON(), ancestors);
+  // What a toJSON returned is sent as JSON sends it: a Date, a Map or a Set there is an object of its own keys.
+  if (!fromToJSON) {
+    if (object instanceof Date) {
+      return { $date: Number.isNaN(object.getTime()) ? null : object.toISOString() };
+    }
+    if (object instanceof Map) {
+      const entries: unknown[] = [];
+      for (const [k, v] of object) entries.push([serializeValue(k, ancestors), serializeValue(v, ancestors)]);
+      return { $map: entries };
+    }
+    if (object instanceof Set) {
+      const members: unknown[] = [];
+      for (const member of object) members.push(serializeValue(member, ancestors));
+      return { $set: members };
+    }
   }
   const out: Record<string, unknown> = {};
   const record = object as Record<string, unknown>;

@@ -19,6 +19,14 @@ describe('encodeStoredResponse / decodeStoredResponse', () => {
     expect(decodeStoredResponse(encodeStoredResponse(outcome, defaultSerializer), defaultSerializer)).toEqual(outcome);
   });
 
+  it('refuses a serializer that answers with a Promise, instead of storing {} for every result', () => {
+    // Found by an outside review: an async serialize stored the Promise, which JSON writes as {}.
+    const asyncSerializer = { serialize: async (v: unknown) => v, deserialize: (v: unknown) => v };
+    expect(() => encodeStoredResponse({ ok: true, data: { id: 1 } }, asyncSerializer)).toThrow(
+      /serializer\.serialize returned a Promise/,
+    );
+  });
+
   it('round-trips a top-level undefined result', () => {
     const text = encodeStoredResponse({ ok: true, data: undefined }, defaultSerializer);
     expect(decodeStoredResponse(text, defaultSerializer)).toEqual({ ok: true, data: undefined });

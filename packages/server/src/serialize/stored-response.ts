@@ -16,7 +16,14 @@ const FORMAT_VERSION = 1;
  * byte for byte (unlike `jsonb`, which would reorder keys and reject "\u0000").
  */
 export function encodeStoredResponse(outcome: StoredOutcome, serializer: Serializer): string {
-  if (outcome.ok) return JSON.stringify({ v: FORMAT_VERSION, ok: true, data: serializer.serialize(outcome.data) });
+  if (outcome.ok) {
+    const data = serializer.serialize(outcome.data);
+    // JSON would write a Promise as {}: every replay would answer {} instead of the result.
+    if (typeof (data as { then?: unknown } | null)?.then === 'function') {
+      throw new TypeError('serializer.serialize returned a Promise: it must return the serialized data itself');
+    }
+    return JSON.stringify({ v: FORMAT_VERSION, ok: true, data });
+  }
   const { code, message } = outcome.error;
   return JSON.stringify({ v: FORMAT_VERSION, ok: false, error: { code, message } });
 }
