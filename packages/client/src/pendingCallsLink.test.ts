@@ -497,6 +497,26 @@ describe('resume', () => {
     expect(await store.list('default')).toEqual([earlier]);
   });
 
+  test("a caller's key stored by an earlier page load with another input keeps that load's call until a send under it succeeds", async () => {
+    // Found by an outside review: the earlier load's call (charged, answer lost) was written over by the edited input
+    // and then forgotten on the server's 422, so resume() never reported the charge that happened.
+    const storage = memoryAsyncStorage();
+    const store = asyncStorageStore(storage);
+    const earlier: PendingCall = { key: 'k-edit-0001', path: 'pay', input: '{"n":1}', firstSentAt: Date.now() - 1000 };
+    for (const [answer, kept] of [
+      [{ status: 422 }, [earlier]],
+      [lost, [earlier]],
+      [ok(), []],
+    ] as const) {
+      await store.clear('default');
+      await store.put('default', earlier);
+      const { client, seen } = setup(() => answer, {}, storage.restart());
+      await outcome(client.mutation('pay', { n: 2 }, { context: { idempotencyKey: 'k-edit-0001' } }));
+      expect(seen.length).toBeGreaterThan(0);
+      expect(await store.list('default'), JSON.stringify(answer)).toEqual(kept);
+    }
+  });
+
   test('a call of an earlier page load is kept when the same key, sent again, is aborted before its first attempt', async () => {
     const storage = memoryAsyncStorage();
     const real = asyncStorageStore(storage);

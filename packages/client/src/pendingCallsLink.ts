@@ -278,8 +278,9 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
               answer = envelope;
             },
             error(error) {
-              // The call is over either way; keep it only while its outcome is unknown.
-              if (!isOutcomeUnknown(error)) return forgetThenDeliver(() => observer.error(error));
+              // The call is over either way; keep it only while its outcome is unknown (or while it is another
+              // load's call with another input, whose outcome this answer does not tell).
+              if (!isOutcomeUnknown(error) && !keepEarlier) return forgetThenDeliver(() => observer.error(error));
               finished = true;
               release();
               observer.error(error);
@@ -295,6 +296,8 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
         };
 
         let record: PendingCall | undefined;
+        /** The store holds an earlier page load's call under this key with another input: see `begin`. */
+        let keepEarlier = false;
         if (ns !== undefined && store && !isJsonInput(op.input)) {
           // A FormData, a file or a stream would be stored as "{}" and resumed as another payload: sent, not kept.
           reportStoreError(new TypeError(`pendingCallsLink: the input of ${op.path} cannot be stored (not JSON data)`));
@@ -367,6 +370,14 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
               }
               firstSentAt = Math.min(firstSentAt, earlier.firstSentAt as number);
               firstSent.set(key, firstSentAt);
+              if (earlier.input !== fresh.input || earlier.path !== fresh.path) {
+                // Another payload under the earlier load's key: that call may have run (its answer was lost), and
+                // only its record can tell resume() so. It is kept as it is until a send under the key succeeds,
+                // which proves the earlier one never ran; an error here (a 422, a lost answer) leaves it.
+                keepEarlier = true;
+                start();
+                return;
+              }
             }
             // Recorded before the first attempt: a reload from here on finds it.
             const stored: PendingCall = { ...fresh, firstSentAt };

@@ -37,6 +37,14 @@ describe('fingerprint', () => {
     ['Infinity and null', { amount: Number.POSITIVE_INFINITY }, { amount: null }],
     ['-Infinity and Infinity', [Number.NEGATIVE_INFINITY], [Number.POSITIVE_INFINITY]],
     ['an undefined property and none', { note: undefined }, {}],
+    // Found by an outside review: an own "__proto__" (JSON.parse makes one, and JSON sends it) set the canonical
+    // copy's prototype instead, so these were taken as one input and the second went out under the first's key.
+    [
+      'two own "__proto__" properties',
+      JSON.parse('{"__proto__":{"note":"A"}}'),
+      JSON.parse('{"__proto__":{"note":"B"}}'),
+    ],
+    ['an own "__proto__" property and none', JSON.parse('{"a":1,"__proto__":{"x":1}}'), { a: 1 }],
     ['two RegExps', { match: /a/g }, { match: /a/i }],
     ['two URLs', { at: new URL('https://a.example/') }, { at: new URL('https://b.example/') }],
     ['two Errors', { cause: new Error('a') }, { cause: new Error('b') }],

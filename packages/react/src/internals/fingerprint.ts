@@ -35,7 +35,8 @@ function canonical(value: unknown, seen: Set<object>): unknown {
       const file = value as Blob & { name?: string; lastModified?: number };
       return { $blob: [file.size, file.type, file.name ?? null, file.lastModified ?? null] };
     }
-    const out: Record<string, unknown> = {};
+    // No prototype: an own "__proto__" name (JSON.parse makes one, JSON sends it) is then a name like any other.
+    const out: Record<string, unknown> = Object.create(null);
     for (const name of Object.keys(value).sort()) {
       const item = (value as Record<string, unknown>)[name];
       // An undefined property is kept apart from a missing one: superjson sends it.
