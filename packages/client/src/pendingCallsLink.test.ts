@@ -430,7 +430,7 @@ describe('resume', () => {
   });
 
   test('a stored call whose first-sent time is not a number is of unknown age: expired, never sent', async () => {
-    // A custom store hands back what it holds as it is (the built-in ones drop such an entry when reading it).
+    // A custom store hands back what it holds as it is (the built-in ones list such a time as NaN).
     const damaged = { key: 'nan', path: 'pay', input: '{}', firstSentAt: Number.NaN } as PendingCall;
     const custom = { list: async () => [damaged], put: async () => {}, remove: async () => {}, clear: async () => {} };
     const { client, pending, seen } = setup(() => ok(), { store: custom });
@@ -449,6 +449,26 @@ describe('resume', () => {
     const { client, pending, seen } = setup(() => ok(), { store: custom });
     expect((await pending.resume(client)).map((r) => r.status)).toEqual(['expired']);
     expect(seen).toHaveLength(0);
+  });
+
+  test('a built-in store entry whose first-sent time is damaged is reported expired and forgotten, not left forever', async () => {
+    // Found by an outside review: the built-in stores skipped such an entry when reading it, so it was never
+    // reported and never removed.
+    const storage = memoryAsyncStorage();
+    const damaged = [
+      ['k-str-0001', '"123"'],
+      ['k-null-001', 'null'],
+      ['k-none-001', undefined],
+    ] as const;
+    for (const [key, at] of damaged) {
+      const fields = `"key":"${key}","path":"pay","input":"{}"${at === undefined ? '' : `,"firstSentAt":${at}`}`;
+      await storage.setItem(`trpc-idempotency:default:${key}`, `{${fields}}`);
+    }
+    const { client, pending, seen } = setup(() => ok(), {}, storage);
+    const resumed = await pending.resume(client);
+    expect(resumed.map((r) => [r.call.key, r.status]).sort()).toEqual(damaged.map(([key]) => [key, 'expired']).sort());
+    expect(seen).toHaveLength(0);
+    expect(await pending.list()).toEqual([]);
   });
 
   test('a store whose list() or remove() never settles never holds resume(), nor the key for a later resume', async () => {

@@ -34,13 +34,11 @@ export function parsePendingCall(text: string | null | undefined): PendingCall |
   if (!text) return undefined;
   try {
     const value = JSON.parse(text) as Partial<PendingCall>;
-    if (
-      typeof value.key === 'string' &&
-      typeof value.path === 'string' &&
-      typeof value.input === 'string' &&
-      typeof value.firstSentAt === 'number'
-    ) {
-      return { key: value.key, path: value.path, input: value.input, firstSentAt: value.firstSentAt };
+    if (typeof value.key === 'string' && typeof value.path === 'string' && typeof value.input === 'string') {
+      // A damaged first-sent time (a string, a NaN written as null, none) is a call of unknown age: listed as NaN,
+      // so resume() reports it expired and forgets it, rather than skipping it and leaving it stored forever.
+      const firstSentAt = typeof value.firstSentAt === 'number' ? value.firstSentAt : Number.NaN;
+      return { key: value.key, path: value.path, input: value.input, firstSentAt };
     }
   } catch {
     // not ours
@@ -58,8 +56,10 @@ export function storedCall(name: string, start: string, text: string | null | un
   return call && start + call.key === name ? call : undefined;
 }
 
+/** Oldest first; a call of unknown age (NaN) before every other, so the order is one whatever the input's. */
 export function byFirstSent(a: PendingCall, b: PendingCall): number {
-  return a.firstSentAt - b.firstSentAt;
+  const at = (call: PendingCall) => (Number.isNaN(call.firstSentAt) ? Number.NEGATIVE_INFINITY : call.firstSentAt);
+  return at(a) - at(b) || 0;
 }
 
 /** `prefix:namespace:` with the namespace escaped, so `a:b` and `a` + `:b` never share entries. */
