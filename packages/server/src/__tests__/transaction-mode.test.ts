@@ -193,7 +193,13 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
         'SET DEFAULT ROLE NONE',
         'SET DEFAULT ROLE NONE FOR CURRENT_USER',
         'CREATE TEMPORARY SEQUENCE IF NOT EXISTS rv_temp_seq',
+        // Fifth round: a temporary table that is a sequence (a copy of one, or declared one) commits as well.
+        'CREATE TEMPORARY TABLE rv_tt_like LIKE rv_seq',
+        'CREATE OR REPLACE TEMPORARY TABLE IF NOT EXISTS rv_tt_like2 (LIKE rv_seq)',
+        'SET STATEMENT max_statement_time=10 FOR CREATE TEMPORARY TABLE rv_tt_like3 LIKE rv_seq',
+        'CREATE TEMPORARY TABLE rv_tt_seq (next_not_cached_value bigint(21) NOT NULL, minimum_value bigint(21) NOT NULL, maximum_value bigint(21) NOT NULL, start_value bigint(21) NOT NULL, increment bigint(21) NOT NULL, cache_size bigint(21) unsigned NOT NULL, cycle_option tinyint(1) unsigned NOT NULL, cycle_count bigint(21) NOT NULL) SEQUENCE=1',
       );
+      await backend.query('CREATE SEQUENCE IF NOT EXISTS rv_seq');
     }
     if (name === 'pg-fast' || name === 'pg-general' || name === 'pglite') {
       // Postgres nests block comments and ends a `--` comment at a carriage return too.

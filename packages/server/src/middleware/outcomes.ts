@@ -3,7 +3,12 @@ import { shouldStoreError } from '../errors/error-policy.js';
 import { IdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
 import type { IdempotencyEventType } from '../events.js';
 import { markReplayed, setRetryAfter } from '../http/response-headers.js';
-import { decodeStoredResponse, encodeStoredResponse, replayOutcome } from '../serialize/stored-response.js';
+import {
+  decodeStoredResponse,
+  encodeStoredResponse,
+  replayOutcome,
+  UnstorableResultError,
+} from '../serialize/stored-response.js';
 import { createHandlerDb } from '../store/handler-db.js';
 import type { Session } from '../store/session.js';
 import { isLockTimeout, isStoreUnavailable, isUndefinedTable } from '../store/store-errors.js';
@@ -135,9 +140,12 @@ export function claimFailure(rt: Runtime, call: Call, error: unknown): TRPCError
 export function completionFailure(error: unknown): TRPCError {
   return new TRPCError({
     code: 'INTERNAL_SERVER_ERROR',
-    message: isStoreUnavailable(error)
-      ? 'The database connection failed while storing the result: retry with the same key (it replays if the result was stored)'
-      : "The handler's transaction could not be committed, nothing was stored: retry with the same key",
+    message:
+      error instanceof UnstorableResultError
+        ? error.message
+        : isStoreUnavailable(error)
+          ? 'The database connection failed while storing the result: retry with the same key (it replays if the result was stored)'
+          : "The handler's transaction could not be committed, nothing was stored: retry with the same key",
     cause: error,
   });
 }

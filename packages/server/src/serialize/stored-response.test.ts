@@ -27,6 +27,15 @@ describe('encodeStoredResponse / decodeStoredResponse', () => {
     );
   });
 
+  it('refuses a result its serializer cannot read back, which no replay could answer (superjson and a Buffer)', () => {
+    const outcome: StoredOutcome = { ok: true, data: { id: 7, pdf: Buffer.from('%PDF') } };
+    expect(() => encodeStoredResponse(outcome, superjson)).toThrow(/cannot read back/);
+    // What it can read back is stored as before.
+    expect(
+      decodeStoredResponse(encodeStoredResponse({ ok: true, data: new Map([[1, 2]]) }, superjson), superjson),
+    ).toEqual({ ok: true, data: new Map([[1, 2]]) });
+  });
+
   it('round-trips a top-level undefined result', () => {
     const text = encodeStoredResponse({ ok: true, data: undefined }, defaultSerializer);
     expect(decodeStoredResponse(text, defaultSerializer)).toEqual({ ok: true, data: undefined });

@@ -1,6 +1,6 @@
 import { TRPCError } from '@trpc/server';
 import type { TRPC_ERROR_CODE_KEY } from '@trpc/server/rpc';
-import type { Serializer } from './serializer.js';
+import { defaultSerializer, type Serializer } from './serializer.js';
 
 /** What a completed call left behind: its result, or the deterministic error it threw. */
 export type StoredOutcome =
@@ -17,15 +17,47 @@ const FORMAT_VERSION = 1;
  */
 export function encodeStoredResponse(outcome: StoredOutcome, serializer: Serializer): string {
   if (outcome.ok) {
-    const data = serializer.serialize(outcome.data);
-    // JSON would write a Promise as {}: every replay would answer {} instead of the result.
-    if (typeof (data as { then?: unknown } | null)?.then === 'function') {
-      throw new TypeError('serializer.serialize returned a Promise: it must return the serialized data itself');
+    try {
+      return encodeResult(outcome.data, serializer);
+    } catch (error) {
+      throw new UnstorableResultError(error);
     }
-    return JSON.stringify({ v: FORMAT_VERSION, ok: true, data });
   }
   const { code, message } = outcome.error;
   return JSON.stringify({ v: FORMAT_VERSION, ok: false, error: { code, message } });
+}
+
+/** A result the serializer could not turn into stored text that reads back: the call fails, nothing commits. */
+export class UnstorableResultError extends Error {
+  constructor(cause: unknown) {
+    super(`The result cannot be stored, so nothing was committed: ${(cause as Error | null)?.message ?? cause}`, {
+      cause,
+    });
+    this.name = 'UnstorableResultError';
+  }
+}
+
+function encodeResult(result: unknown, serializer: Serializer): string {
+  const data = serializer.serialize(result);
+  // JSON would write a Promise as {}: every replay would answer {} instead of the result.
+  if (typeof (data as { then?: unknown } | null)?.then === 'function') {
+    throw new TypeError('serializer.serialize returned a Promise: it must return the serialized data itself');
+  }
+  const text = JSON.stringify({ v: FORMAT_VERSION, ok: true, data });
+  // A serializer that cannot read back what it wrote (superjson and a Buffer) would fail every replay of a result
+  // that committed: the call fails now instead, and rolls back. The default serializer reads back all it writes
+  // (its property tests), so only another one pays for the check.
+  if (serializer !== defaultSerializer) {
+    try {
+      serializer.deserialize((JSON.parse(text) as { data: unknown }).data);
+    } catch (error) {
+      throw new TypeError(
+        `the serializer cannot read back the result it wrote, so no replay could answer it (${(error as Error | null)?.message ?? error})`,
+        { cause: error },
+      );
+    }
+  }
+  return text;
 }
 
 function corrupt(detail: string): Error {

@@ -161,6 +161,13 @@ describe('endsTransaction', () => {
       'SELECT 1; SHUTDOWN',
       'ALTER TABLE tmp ADD COLUMN y int',
       'CREATE TEMPORARY TABLE t SELECT 1; CREATE TEMPORARY SEQUENCE s',
+      // Fifth round: a temporary table that is a sequence commits too (a copy of one, or one declared so).
+      'CREATE TEMPORARY TABLE t LIKE s',
+      'CREATE TEMPORARY TABLE IF NOT EXISTS t LIKE u',
+      'create or replace temporary table t (like s)',
+      'CREATE TEMPORARY TABLE t (n bigint) SEQUENCE=1',
+      'SET STATEMENT max_statement_time=10 FOR CREATE TEMPORARY TABLE t LIKE s',
+      '/*!CREATE TEMPORARY TABLE t LIKE s*/',
     ];
     expect(passed(ends, 'mysql')).toEqual([]);
     const allowed = [
@@ -194,7 +201,7 @@ describe('endsTransaction', () => {
       'DESC t',
       "HELP 'x'",
       'CREATE OR REPLACE TEMPORARY TABLE t (id int)',
-      'CREATE TEMPORARY TABLE IF NOT EXISTS t LIKE u',
+      'CREATE TEMPORARY TABLE IF NOT EXISTS t SELECT * FROM s',
       'DROP TEMPORARY TABLE IF EXISTS t',
       'DROP TEMPORARY SEQUENCE IF EXISTS s',
       'SAVEPOINT a',

@@ -18,7 +18,8 @@ export class TransactionControlError extends Error {
  * COMMIT, END, ABORT, ROLLBACK (but not ROLLBACK TO a savepoint: the handler's own savepoints are its business),
  * PREPARE TRANSACTION, `SET autocommit`. On MySQL, where far more statements commit implicitly than any list keeps
  * up with (DDL, LOCK TABLES, grants, table maintenance, SET DEFAULT ROLE, a temporary sequence, replication, XA,
- * SHUTDOWN…), only statements known not to commit pass (see MYSQL_KEEPS); SET passes unless it is SET PASSWORD,
+ * SHUTDOWN…), only statements known not to commit pass (see MYSQL_KEEPS; a temporary table made `LIKE` another, which may be a
+ * sequence, or declared `SEQUENCE=1`, commits and is refused); SET passes unless it is SET PASSWORD,
  * SET DEFAULT ROLE or names `autocommit` or `completion_type` in whatever form; `SET STATEMENT … FOR` is judged by
  * the statement it runs. What runs SQL that cannot be read before it runs (CALL, PREPARE, EXECUTE, compound
  * statements) is refused with the rest.
@@ -74,7 +75,11 @@ export function endsStatement(statement: string, flavor: SqlFlavor, text: string
   // `SET LOCAL autocommit`, `SET @x = 1, autocommit = 1`, `` SET @@session.`autocommit` ``: the name is read in the
   // whole text, where quoting has not hidden it.
   if (/^\s*set\b/i.test(statement)) return SET_COMMITS.test(statement) || /autocommit|completion_type/i.test(text);
-  return !MYSQL_KEEPS.test(statement);
+  if (!MYSQL_KEEPS.test(statement)) return true;
+  // A temporary table that is a sequence commits like one: a copy (`LIKE s`, where s may be a sequence) or one
+  // declared `SEQUENCE=1`. A `LIKE` anywhere in the statement is refused with them (a CREATE … SELECT filtering with
+  // LIKE too: refusing it is the cost of never letting the copy of a sequence through).
+  return /^\s*create\b/i.test(statement) && /\b(?:like|sequence)\b/i.test(statement);
 }
 
 export const NEEDS_LEXING = /[;#]|\/\*|--/;
