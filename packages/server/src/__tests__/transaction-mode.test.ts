@@ -194,6 +194,8 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
         'SET DEFAULT ROLE NONE FOR CURRENT_USER',
         'CREATE TEMPORARY SEQUENCE IF NOT EXISTS rv_temp_seq',
         // Fifth round: a temporary table that is a sequence (a copy of one, or declared one) commits as well.
+        'SET SESSION TRANSACTION READ ONLY',
+        'USE mysql',
         'CREATE TEMPORARY TABLE rv_tt_like LIKE rv_seq',
         'CREATE OR REPLACE TEMPORARY TABLE IF NOT EXISTS rv_tt_like2 (LIKE rv_seq)',
         'SET STATEMENT max_statement_time=10 FOR CREATE TEMPORARY TABLE rv_tt_like3 LIKE rv_seq',

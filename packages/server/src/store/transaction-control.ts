@@ -19,8 +19,9 @@ export class TransactionControlError extends Error {
  * PREPARE TRANSACTION, `SET autocommit`. On MySQL, where far more statements commit implicitly than any list keeps
  * up with (DDL, LOCK TABLES, grants, table maintenance, SET DEFAULT ROLE, a temporary sequence, replication, XA,
  * SHUTDOWN…), only statements known not to commit pass (see MYSQL_KEEPS; a temporary table made `LIKE` another, which may be a
- * sequence, or declared `SEQUENCE=1`, commits and is refused); SET passes unless it is SET PASSWORD,
- * SET DEFAULT ROLE or names `autocommit` or `completion_type` in whatever form; `SET STATEMENT … FOR` is judged by
+ * sequence, or declared `SEQUENCE=1`, commits and is refused), and not `USE` (the connection's default database, where
+ * this middleware's unqualified table is found, outlives the call); SET passes unless it is SET PASSWORD,
+ * SET DEFAULT ROLE or names `autocommit`, `completion_type`, `transaction` or a `tx_` variable in whatever form; `SET STATEMENT … FOR` is judged by
  * the statement it runs. What runs SQL that cannot be read before it runs (CALL, PREPARE, EXECUTE, compound
  * statements) is refused with the rest.
  *
@@ -74,7 +75,11 @@ export function endsStatement(statement: string, flavor: SqlFlavor, text: string
   if (inner) return endsStatement(inner[1]!, flavor, text);
   // `SET LOCAL autocommit`, `SET @x = 1, autocommit = 1`, `` SET @@session.`autocommit` ``: the name is read in the
   // whole text, where quoting has not hidden it.
-  if (/^\s*set\b/i.test(statement)) return SET_COMMITS.test(statement) || /autocommit|completion_type/i.test(text);
+  // A session's transaction characteristics (read only, isolation) outlive the call on its pooled connection, where
+  // this middleware's next claims would run with them: refused with what commits.
+  if (/^\s*set\b/i.test(statement)) {
+    return SET_COMMITS.test(statement) || /autocommit|completion_type|\btransaction|\btx_/i.test(text);
+  }
   if (!MYSQL_KEEPS.test(statement)) return true;
   // A temporary table that is a sequence commits like one: a copy (`LIKE s`, where s may be a sequence) or one
   // declared `SEQUENCE=1`. A `LIKE` anywhere in the statement is refused with them (a CREATE … SELECT filtering with
@@ -91,7 +96,7 @@ const ENDS =
  * only reads or signals. An empty statement (after the last `;`, or only comments) is nothing.
  */
 const MYSQL_KEEPS =
-  /^\s*(?:$|\(|(?:select|insert|update|delete|replace|with|values|table|do|show|explain|describe|desc|help|checksum|savepoint|release|handler|use|kill|deallocate|signal|resignal|get\s+(?:current\s+|stacked\s+)?diagnostics|load\s+(?:data|xml)|analyze\s+(?:format|select|insert|update|delete|replace|with)|rollback\s+(?:work\s+)?to|create\s+(?:or\s+replace\s+)?(?:temporary\s+)+table|drop\s+temporary\s+(?:table|sequence))\b)/i;
+  /^\s*(?:$|\(|(?:select|insert|update|delete|replace|with|values|table|do|show|explain|describe|desc|help|checksum|savepoint|release|handler|kill|deallocate|signal|resignal|get\s+(?:current\s+|stacked\s+)?diagnostics|load\s+(?:data|xml)|analyze\s+(?:format|select|insert|update|delete|replace|with)|rollback\s+(?:work\s+)?to|create\s+(?:or\s+replace\s+)?(?:temporary\s+)+table|drop\s+temporary\s+(?:table|sequence))\b)/i;
 const SET_COMMITS = /^\s*set\s+(?:password|default\s+role)\b/i;
 
 export interface Rules {
