@@ -206,6 +206,8 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
     if (name === 'pg-fast' || name === 'pg-general' || name === 'pglite') {
       // Postgres nests block comments and ends a `--` comment at a carriage return too.
       texts.push('/* /* */ */ COMMIT', '--\rCOMMIT', 'SELECT 1; -- x\rEND');
+      // Fifth round: a session's transaction characteristics outlive the call on its pooled connection.
+      texts.push('SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY', 'SET default_transaction_read_only = on');
     }
     if (name === 'pg-fast' || name === 'pg-general') {
       // Multi-statement texts (node-postgres' simple protocol): a backslash in a standard string is a character, and

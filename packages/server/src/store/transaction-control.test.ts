@@ -70,6 +70,12 @@ describe('endsTransaction', () => {
       "SELECT E''\n'\\'' || '\\'; COMMIT; SELECT 1",
       "SELECT e'' -- note\n  -- more\n'\\'' || '\\'; COMMIT; SELECT 1",
       "SELECT E'a'\r\n\t'\\'' || '\\'; ROLLBACK; SELECT 1",
+      // Session transaction characteristics outlive a committed call on its pooled connection, where this
+      // middleware's next claims would run read-only (fifth review, as on MySQL).
+      'SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY',
+      'set default_transaction_read_only = on',
+      'SET SESSION default_transaction_isolation TO "read uncommitted"',
+      'SET default_transaction_deferrable = on',
     ];
     expect(passed(ends, 'postgres')).toEqual([]);
     const allowed = [
@@ -88,6 +94,8 @@ describe('endsTransaction', () => {
       'PREPARE q AS SELECT 1',
       'EXECUTE q',
       'SET LOCAL statement_timeout = 1000',
+      'SET LOCAL default_transaction_read_only = on',
+      "SET application_name = 'transaction'",
     ];
     expect(refused(allowed, 'postgres')).toEqual([]);
   });

@@ -16,7 +16,8 @@ export class TransactionControlError extends Error {
 /**
  * Whether a text holds a statement that ends the transaction it runs in, or opens another: BEGIN, START TRANSACTION,
  * COMMIT, END, ABORT, ROLLBACK (but not ROLLBACK TO a savepoint: the handler's own savepoints are its business),
- * PREPARE TRANSACTION, `SET autocommit`. On MySQL, where far more statements commit implicitly than any list keeps
+ * PREPARE TRANSACTION, `SET autocommit`, and a session's transaction characteristics (Postgres' `SET SESSION
+ * CHARACTERISTICS`, `SET default_transaction_…`; on MySQL see below), which outlive the call on a pooled connection. On MySQL, where far more statements commit implicitly than any list keeps
  * up with (DDL, LOCK TABLES, grants, table maintenance, SET DEFAULT ROLE, a temporary sequence, replication, XA,
  * SHUTDOWN…), only statements known not to commit pass (see MYSQL_KEEPS; a temporary table made `LIKE` another, which may be a
  * sequence, or declared `SEQUENCE=1`, commits and is refused), and not `USE` (the connection's default database, where
@@ -69,6 +70,9 @@ export function readingsOf(text: string, flavor: SqlFlavor): readonly Rules[] {
 
 export function endsStatement(statement: string, flavor: SqlFlavor, text: string): boolean {
   if (ENDS.test(statement)) return true;
+  // A session's transaction characteristics outlive a committed call on its pooled connection, where this
+  // middleware's next claims would run read-only or at another isolation (`SET LOCAL` ends with the call: allowed).
+  if (flavor === 'postgres') return PG_SESSION_CHARACTERISTICS.test(statement);
   if (flavor !== 'mysql') return false;
   // `SET STATEMENT var = value, … FOR statement` runs that statement.
   const inner = /^\s*set\s+statement\b[\s\S]*?\bfor\b([\s\S]*)$/i.exec(statement);
@@ -87,6 +91,7 @@ export function endsStatement(statement: string, flavor: SqlFlavor, text: string
   return /^\s*create\b/i.test(statement) && /\b(?:like|sequence)\b/i.test(statement);
 }
 
+const PG_SESSION_CHARACTERISTICS = /^\s*set\s+(?:session\s+)?(?:characteristics\b|"?default_transaction_)/i;
 export const NEEDS_LEXING = /[;#]|\/\*|--/;
 const ENDS =
   /^\s*(?:begin|start|commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|prepare\s+transaction|set\s+(?:@@(?:session\.)?|session\s+)?autocommit)\b/i;
