@@ -494,7 +494,8 @@ describe('cancellation', () => {
 
   test('unsubscribing during a backoff clears its timer and sends nothing more', async () => {
     const server = scriptedLink(() => unavailable);
-    const link = idempotencyLink<any>({ procedures: 'all', budget: false })({});
+    // A fixed draw: a random one below 1 ms retried within the first millisecond, before the unsubscribe (a CI flake).
+    const link = idempotencyLink<any>({ procedures: 'all', budget: false, random: () => 0.5 })({});
     const op: Operation = { id: 1, type: 'mutation', path: 'pay', input: {}, context: {}, signal: null };
     const subscription = link({ op, next: (o) => server.link({})({ op: o, next: () => never() }) }).subscribe({});
     await vi.advanceTimersByTimeAsync(1);
