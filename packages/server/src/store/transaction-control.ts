@@ -17,13 +17,15 @@ export class TransactionControlError extends Error {
  * Whether a text holds a statement that ends the transaction it runs in, or opens another: BEGIN, START TRANSACTION,
  * COMMIT, END, ABORT, ROLLBACK (but not ROLLBACK TO a savepoint: the handler's own savepoints are its business),
  * PREPARE TRANSACTION, `SET autocommit`, and a session's transaction characteristics (Postgres' `SET SESSION
- * CHARACTERISTICS`, `SET default_transaction_…`; on MySQL see below), which outlive the call on a pooled connection. On MySQL, where far more statements commit implicitly than any list keeps
- * up with (DDL, LOCK TABLES, grants, table maintenance, SET DEFAULT ROLE, a temporary sequence, replication, XA,
- * SHUTDOWN…), only statements known not to commit pass (see MYSQL_KEEPS; a temporary table made `LIKE` another, which may be a
- * sequence, or declared `SEQUENCE=1`, commits and is refused), and not `USE` (the connection's default database, where
- * this middleware's unqualified table is found, outlives the call); SET passes unless it is SET PASSWORD,
- * SET DEFAULT ROLE or names `autocommit`, `completion_type`, `transaction` or a `tx_` variable in whatever form; `SET STATEMENT … FOR` is judged by
- * the statement it runs. What runs SQL that cannot be read before it runs (CALL, PREPARE, EXECUTE, compound
+ * CHARACTERISTICS`, `SET default_transaction_…`; on MySQL see below), which outlive the call on a pooled connection.
+ *
+ * On MySQL, where far more statements commit implicitly than any list keeps up with (DDL, LOCK TABLES, grants, table
+ * maintenance, SET DEFAULT ROLE, a temporary sequence, replication, XA, SHUTDOWN…), only statements known not to
+ * commit pass (see MYSQL_KEEPS; a temporary table made `LIKE` another, which may be a sequence, or declared
+ * `SEQUENCE=1`, commits and is refused), and not `USE` (the connection's default database, where this middleware's
+ * unqualified table is found, outlives the call). SET passes unless it is SET PASSWORD, SET DEFAULT ROLE or names
+ * `autocommit`, `completion_type`, `transaction` or a `tx_` variable in whatever form; `SET STATEMENT … FOR` is judged
+ * by the statement it runs. What runs SQL that cannot be read before it runs (CALL, PREPARE, EXECUTE, compound
  * statements) is refused with the rest.
  *
  * Statements are found the way the database finds them, so that a `;` or a keyword inside a string, a quoted name or
@@ -78,9 +80,8 @@ export function endsStatement(statement: string, flavor: SqlFlavor, text: string
   const inner = /^\s*set\s+statement\b[\s\S]*?\bfor\b([\s\S]*)$/i.exec(statement);
   if (inner) return endsStatement(inner[1]!, flavor, text);
   // `SET LOCAL autocommit`, `SET @x = 1, autocommit = 1`, `` SET @@session.`autocommit` ``: the name is read in the
-  // whole text, where quoting has not hidden it.
-  // A session's transaction characteristics (read only, isolation) outlive the call on its pooled connection, where
-  // this middleware's next claims would run with them: refused with what commits.
+  // whole text, where quoting has not hidden it. Transaction characteristics (read only, isolation) are refused with
+  // what commits: they outlive the call on its pooled connection, where this middleware's next claims would run.
   if (/^\s*set\b/i.test(statement)) {
     return SET_COMMITS.test(statement) || /autocommit|completion_type|\btransaction|\btx_/i.test(text);
   }
@@ -97,8 +98,9 @@ const ENDS =
   /^\s*(?:begin|start|commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|prepare\s+transaction|set\s+(?:@@(?:session\.)?|session\s+)?autocommit)\b/i;
 /**
  * MySQL and MariaDB statements that do not commit, each checked on MariaDB 10.11 (a row written before it is rolled
- * back after it): queries and DML, temporary tables (not temporary sequences, which commit), savepoints, and what
- * only reads or signals. An empty statement (after the last `;`, or only comments) is nothing.
+ * back after it): queries and DML, temporary tables (not temporary sequences, nor a temporary table that is one:
+ * see endsStatement), savepoints, and what only reads or signals. An empty statement (after the last `;`, or only
+ * comments) is nothing.
  */
 const MYSQL_KEEPS =
   /^\s*(?:$|\(|(?:select|insert|update|delete|replace|with|values|table|do|show|explain|describe|desc|help|checksum|savepoint|release|handler|kill|deallocate|signal|resignal|get\s+(?:current\s+|stacked\s+)?diagnostics|load\s+(?:data|xml)|analyze\s+(?:format|select|insert|update|delete|replace|with)|rollback\s+(?:work\s+)?to|create\s+(?:or\s+replace\s+)?(?:temporary\s+)+table|drop\s+temporary\s+(?:table|sequence))\b)/i;
