@@ -9,8 +9,9 @@ export interface Charge {
 
 /**
  * A simulated payment provider on 127.0.0.1, run in the test process so it outlives killed servers.
- * `POST /charge` with `{ ref, key? }`: a keyed charge is deduplicated by its key (the way Stripe treats an
- * `Idempotency-Key`), an unkeyed one is carried out every time it is asked.
+ * `POST /charge` with `{ ref, key? }`: a keyed charge is deduplicated by its key across every caller, as Stripe
+ * treats an `Idempotency-Key` per merchant account (the app sends `ctx.idempotency.downstreamKey()`); an unkeyed one
+ * is carried out every time it is asked.
  */
 export class PaymentProvider {
   /** Every charge actually carried out. */

@@ -193,7 +193,7 @@ export function createPaymentsApp(opts: PaymentsAppOptions) {
           let chargeId: string | undefined;
           if (input.provider && opts.providerUrl) {
             // The keyed charge is what the docs recommend; the unkeyed one measures what happens without it.
-            chargeId = await charge(input.ref, key);
+            chargeId = await charge(input.ref, await ctx.idempotency.downstreamKey());
             await charge(input.ref, undefined);
           }
           const delay = input.delayMs ?? opts.handlerDelayMs ?? 0;

@@ -29,6 +29,7 @@ describe('createIdempotency types', () => {
         .mutation(async ({ ctx, input }) => {
           expectTypeOf(ctx.idempotency.key).toEqualTypeOf<string>();
           expectTypeOf(ctx.idempotency.takeover).toEqualTypeOf<boolean>();
+          expectTypeOf(ctx.idempotency.downstreamKey).toEqualTypeOf<(purpose?: string) => Promise<string>>();
           expectTypeOf(ctx.idempotency.db).toEqualTypeOf<Transaction<DB>>();
           expectTypeOf(ctx.idempotency).toEqualTypeOf<IdempotencyContext<DB>>();
           // The authed middleware's narrowing survives.

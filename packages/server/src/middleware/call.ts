@@ -9,7 +9,10 @@ import type { ScopeStorage } from './call-text.js';
 
 /** What a resolver behind the middleware finds in `ctx.idempotency`. */
 export interface IdempotencyContext<DB> {
-  /** The call's idempotency key: pass it downstream (a payment provider's idempotency key). */
+  /**
+   * The call's idempotency key, as the client sent it. Unique only within its scope: never pass it to a provider,
+   * which keys per merchant account; pass `downstreamKey()`.
+   */
   key: string;
   /** The call's scope, as `scope` returned it. */
   scope: string;
@@ -18,6 +21,13 @@ export interface IdempotencyContext<DB> {
    * `db`, for every write of the handler. `.transaction()` on it throws, as on any Kysely `Transaction`.
    */
   db: Transaction<DB>;
+  /**
+   * The idempotency key to pass downstream (a payment provider's `Idempotency-Key`): 64 lowercase hex characters,
+   * a SHA-256 of the table, the scope, the key and `purpose`, so two scopes sending one key never share it. The same
+   * on every retry, takeover, process and dialect. `purpose` (default `''`) gives each downstream call of one
+   * handler its own key (`'charge'`, `'refund'`). Computed when called: a handler that never asks pays nothing.
+   */
+  downstreamKey(purpose?: string): Promise<string>;
   /** Lease mode: true when this call took over an expired claim whose holder died; the handler runs again. */
   takeover: boolean;
   /**

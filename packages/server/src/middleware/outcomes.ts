@@ -13,6 +13,7 @@ import { createHandlerDb } from '../store/handler-db.js';
 import type { Session } from '../store/session.js';
 import { isLockTimeout, isStoreUnavailable, isUndefinedTable } from '../store/store-errors.js';
 import type { Call, IdempotencyContext, MiddlewareResultLike, NextFn, Runtime } from './call.js';
+import { downstreamKey } from './downstream-key.js';
 
 /* What the client gets for each outcome: replays, refusals and failures, with their events and headers. */
 
@@ -187,6 +188,7 @@ export function handlerContext(
     scope: call.scope,
     db: createHandlerDb(rt.db, session.executor),
     takeover,
+    downstreamKey: (purpose = '') => downstreamKey(rt.options.table, call.scope, call.key, purpose),
     get signal() {
       made ??= new AbortController().signal;
       return made;
