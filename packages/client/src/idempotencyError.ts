@@ -55,3 +55,18 @@ export class AttemptTimeoutError extends Error {
     super(`The attempt got no answer within ${timeoutMs} ms (attemptTimeoutMs) and was aborted`);
   }
 }
+
+/**
+ * The cause of the error a call gets when the identity named by `idempotencyLink`'s `identity` changed while it was
+ * retrying (another user signed in, or the session ended): nothing more was sent, and its outcome is unknown.
+ */
+export class IdentityChangedError extends Error {
+  override name = 'IdentityChangedError';
+  constructor(path: string, cause: unknown) {
+    super(
+      `${path}: the identity changed while the call was retrying, so it was not sent again under the new one; ` +
+        'an earlier attempt may have run: resume it under the identity it started with',
+      { cause },
+    );
+  }
+}

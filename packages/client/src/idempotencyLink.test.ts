@@ -2,9 +2,10 @@ import { createTRPCUntypedClient, type Operation, TRPCClientError } from '@trpc/
 import { type Observer, observable } from '@trpc/server/observable';
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { type Answer, ok, scriptedLink } from './__tests__/scriptedLink.js';
-import { getIdempotencyReason } from './idempotencyError.js';
+import { getIdempotencyReason, IdentityChangedError } from './idempotencyError.js';
 import { idempotencyLink } from './idempotencyLink.js';
 import type { IdempotencyLinkOptions } from './internals/options.js';
+import { isOutcomeUnknown } from './pendingCallsLink.js';
 import { retryBudget } from './retryBudget.js';
 import type { IdempotencyCallInfo } from './types.js';
 
@@ -301,6 +302,50 @@ describe('retry policy', () => {
     expect(inProgress.seen).toHaveLength(2);
     expect(business.seen).toHaveLength(1);
     expect(getIdempotencyReason(call.error)).toBeUndefined();
+  });
+});
+
+describe('an unknown outcome belongs to the call, not to its last error', () => {
+  test.each([401, 403, 404])(
+    'a %i after a lost answer ends the call outcome-unknown: it says nothing of the key',
+    async (status) => {
+      const { client } = setup((n) => (n === 1 ? 'network' : { status }));
+      const call = settle(client.mutation('pay', {}));
+      await vi.runAllTimersAsync();
+      expect(isOutcomeUnknown(call.error)).toBe(true);
+    },
+  );
+
+  test("the key's own answer after a lost one is definitive; a refusal with nothing lost before it too", async () => {
+    const stored = setup((n) => (n === 1 ? 'network' : { status: 402, keyAnswer: true }));
+    const declined = settle(stored.client.mutation('pay', {}));
+    const refused = setup(() => ({ status: 401 }));
+    const unauthorized = settle(refused.client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    expect([isOutcomeUnknown(declined.error), isOutcomeUnknown(unauthorized.error)]).toEqual([false, false]);
+  });
+
+  test("the key's stored answer is never retried, whatever its status (a stored 429 replays as a 429)", async () => {
+    const { client, seen } = setup(() => ({ status: 429, keyAnswer: true }));
+    const call = settle(client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    expect([seen.length, isOutcomeUnknown(call.error)]).toEqual([1, false]);
+  });
+
+  test('a changed identity stops the retry: nothing more is sent and the outcome is unknown', async () => {
+    let user = 'alice';
+    const { client, seen } = setup(
+      () => {
+        user = 'bob';
+        return 'network';
+      },
+      { identity: () => user },
+    );
+    const call = settle(client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    expect(seen).toHaveLength(1);
+    expect((call.error as Error).cause).toBeInstanceOf(IdentityChangedError);
+    expect(isOutcomeUnknown(call.error)).toBe(true);
   });
 });
 

@@ -7,10 +7,11 @@ import {
 } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import { observable, type Unsubscribable } from '@trpc/server/observable';
-import { AttemptTimeoutError } from './idempotencyError.js';
+import { AttemptTimeoutError, IdentityChangedError } from './idempotencyError.js';
 import { backoffDelay } from './internals/backoff.js';
 import { isValidKey, keyText } from './internals/keyHeaders.js';
 import { type IdempotencyLinkOptions, resolveOptions } from './internals/options.js';
+import { isKeyAnswer, markOutcomeUnknown } from './internals/outcome.js';
 import { wasReplayed } from './internals/responseMeta.js';
 import { classifyError } from './internals/retryPolicy.js';
 import { noTimer, startTimer } from './internals/timer.js';
@@ -64,6 +65,16 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         let cancelAttemptTimer = noTimer;
         let cancelBackoff = noTimer;
         let finished = false;
+        // Set once an attempt ended without an answer (it may have run): from then on only the key's own answer
+        // (a result, a stored or replayed error, a payload_mismatch) ends the call's unknown outcome.
+        let unanswered = false;
+        let identity: unknown;
+        try {
+          identity = o.identity?.();
+        } catch (cause) {
+          observer.error(TRPCClientError.from(cause as Error));
+          return;
+        }
 
         const stopAttempt = () => {
           cancelAttemptTimer();
@@ -85,7 +96,9 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         const fail = (error: unknown) => {
           if (finished) return;
           settle(error);
-          observer.error(TRPCClientError.from(error as Error));
+          const clientError = TRPCClientError.from(error as Error);
+          if (unanswered && !isKeyAnswer(clientError)) markOutcomeUnknown(clientError);
+          observer.error(clientError);
         };
 
         const succeed = (
@@ -161,7 +174,8 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         const onAttemptError = (error: unknown, context: OperationContext) => {
           // The wall clock here: a Retry-After may be an HTTP date.
           const verdict = classifyError(error, Date.now());
-          if (!verdict.retry) {
+          if (verdict.retry) unanswered = true;
+          else {
             answered();
             // A stored error (a business CONFLICT, say) is replayed too.
             info.replayed = wasReplayed((error as { meta?: unknown }).meta, context);
@@ -197,6 +211,10 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
               // Checked when the retry is due, not when the error came: by then the answers of concurrent
               // calls have landed, so a burst of lost responses among healthy ones is funded by them.
               if (o.budget && !o.budget.tryAcquireRetry()) return fail(error);
+              // Headers are read again for the retry: under another identity it would run this input in that
+              // user's scope. The first attempts may have run under the first one, so the outcome stays unknown.
+              const now = o.identity?.();
+              if (!Object.is(now, identity)) return fail(new IdentityChangedError(op.path, error));
               unthrowing('onRetry', () => o.onRetry?.({ op, attempt: attempt + 1, delayMs, error, key }));
               send();
             }),

@@ -6,6 +6,7 @@ export {
   type IdempotencyClientError,
   type IdempotencyErrorData,
   type IdempotencyReason,
+  IdentityChangedError,
   isIdempotencyError,
 } from './idempotencyError.js';
 export { type FetchLike, idempotencyFetch } from './idempotencyFetch.js';

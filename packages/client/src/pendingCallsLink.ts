@@ -14,6 +14,7 @@ import { generateKey as defaultGenerateKey } from './generateKey.js';
 import { takeAmbientContext } from './internals/ambientContext.js';
 import { withLock } from './internals/crossTabLock.js';
 import { isValidKey, keyText } from './internals/keyHeaders.js';
+import { isMarkedOutcomeUnknown } from './internals/outcome.js';
 import { classifyError } from './internals/retryPolicy.js';
 import type { PendingCall, PendingCallStore } from './pendingStorage/pendingCallStore.js';
 import type { IdempotencyCallInfo, MutationPath } from './types.js';
@@ -110,11 +111,14 @@ export type PendingCallsLink<TRouter extends AnyRouter> = TRPCLink<TRouter> & {
 
 /**
  * Whether a failed keyed call's outcome is unknown: the link gave up on an error it retries (a lost
- * answer, a timeout, a 5xx, a 409 `in_progress`) or the call was aborted. Such a call may have run; send
- * it again with the same key. Any other error is the server's definitive answer and spends the key.
+ * answer, a timeout, a 5xx, a 409 `in_progress`), the call was aborted, or an earlier attempt got no answer
+ * and the last one's error says nothing of the key (an auth layer's 401 after the session ended, a CSRF
+ * check's 403, a 404 during a deploy, a proxy's page: only the key's own answer, marked by the server's
+ * `idempotencyErrorFormatter`, tells). Such a call may have run; send it again with the same key. Any other
+ * error is the server's definitive answer and spends the key.
  */
 export function isOutcomeUnknown(error: unknown): boolean {
-  return classifyError(error, Date.now()).retry;
+  return isMarkedOutcomeUnknown(error) || classifyError(error, Date.now()).retry;
 }
 
 /**

@@ -5,7 +5,14 @@ import { observable } from '@trpc/server/observable';
 /** What the scripted server does with one attempt. */
 export type Answer =
   | { data: unknown; headers?: Record<string, string> }
-  | { status: number; reason?: string; retryAfterMs?: number; headers?: Record<string, string> }
+  | {
+      status: number;
+      reason?: string;
+      retryAfterMs?: number;
+      headers?: Record<string, string>;
+      /** The server's `idempotencyAnswer`: the error is the key's own outcome (stored, replayed, mismatch). */
+      keyAnswer?: boolean;
+    }
   | 'network'
   | 'hang';
 
@@ -62,7 +69,11 @@ export function emissionOf(
     ? { reason: answer.reason, ...(answer.retryAfterMs !== undefined && { retryAfterMs: answer.retryAfterMs }) }
     : undefined;
   const body = {
-    error: { code: -32603, message: `status ${answer.status}`, data: { httpStatus: answer.status, idempotency } },
+    error: {
+      code: -32603,
+      message: `status ${answer.status}`,
+      data: { httpStatus: answer.status, idempotency, idempotencyAnswer: answer.keyAnswer ?? false },
+    },
   };
   return { error: TRPCClientError.from(body, { meta: { response } }) };
 }

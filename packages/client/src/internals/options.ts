@@ -67,6 +67,14 @@ export interface IdempotencyLinkOptions<TRouter extends AnyRouter> {
   onSettled?: (event: IdempotencySettledEvent) => void;
   /** The random source of the jitter, in [0, 1). @default Math.random */
   random?: () => number;
+  /**
+   * Whose call this is, pinned when it starts: the signed-in user's id, say (pass `pendingCallsLink`'s `user`).
+   * Read again before each retry; when it changed (another user signed in, the session ended), the call sends
+   * nothing more and fails with `IdentityChangedError`, its outcome unknown: the HTTP link reads headers on every
+   * attempt, so a retry would run this input in the new user's scope.
+   * @default undefined — a retry carries whatever headers are current
+   */
+  identity?: () => unknown;
 }
 
 export interface ResolvedOptions {
@@ -82,6 +90,7 @@ export interface ResolvedOptions {
   onRetry: ((event: RetryEvent) => void) | undefined;
   onSettled: ((event: IdempotencySettledEvent) => void) | undefined;
   random: () => number;
+  identity: (() => unknown) | undefined;
 }
 
 const JITTERS: readonly Jitter[] = ['full', 'equal', 'decorrelated', 'none'];
@@ -113,6 +122,7 @@ export function resolveOptions(
     onRetry: opts.onRetry,
     onSettled: opts.onSettled,
     random: opts.random ?? Math.random,
+    identity: opts.identity,
   };
 }
 

@@ -1,4 +1,5 @@
 import { getIdempotencyData } from '../idempotencyError.js';
+import { isKeyAnswer } from './outcome.js';
 import { parseRetryAfter } from './retryAfter.js';
 
 /** Statuses that say "not now" rather than "no": the same request may succeed later. */
@@ -26,7 +27,8 @@ export function classifyError(error: unknown, now: number): RetryVerdict {
   const httpStatus = e.data?.httpStatus ?? response?.status;
   const status = typeof httpStatus === 'number' ? httpStatus : undefined;
 
-  if (idempotency?.reason === 'response_too_large') return { retry: false };
+  // The key's stored outcome (a replayed error, whatever its status) answers every retry the same way.
+  if (idempotency?.reason === 'response_too_large' || isKeyAnswer(error)) return { retry: false };
 
   // No HTTP answer at all: connection refused or reset, an aborted hung attempt, or an unreadable body.
   if (status === undefined) return { retry: true };

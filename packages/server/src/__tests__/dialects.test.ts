@@ -1,3 +1,4 @@
+import { getTRPCErrorShape, TRPCError } from '@trpc/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeDialectApp } from './dialect-app.js';
 import { DIALECT_BACKENDS, type DialectBackend, openDialectBackend } from './dialect-backends.js';
@@ -66,6 +67,33 @@ describe.each(DIALECT_BACKENDS)('core behaviours on %s', (name) => {
     }
     expect(app.control.runs).toBe(0);
   });
+
+  for (const mode of ['transaction', 'lease'] as const) {
+    it(`${mode} mode: marks the key's own answers (stored, replayed, payload_mismatch) in error.data.idempotencyAnswer`, async () => {
+      const app = makeDialectApp(backend, { mode, cache: false });
+      const marked = async (call: Promise<unknown>) => {
+        const error = await failure(call);
+        const shape = getTRPCErrorShape({
+          config: app.router._def._config,
+          error,
+          type: 'mutation',
+          path: 'payments.create',
+          input: undefined,
+          ctx: undefined,
+        });
+        return [shape.data.httpStatus, shape.data.idempotencyAnswer];
+      };
+      const stored = newKey();
+      app.control.throwAfterWrite = () => new TRPCError({ code: 'FORBIDDEN', message: 'declined' });
+      expect(await marked(app.caller(stored).payments.create({ amount: 1 }))).toEqual([403, true]);
+      expect(await marked(app.caller(stored).payments.create({ amount: 1 }))).toEqual([403, true]);
+      expect(await marked(app.caller(stored).payments.create({ amount: 2 }))).toEqual([422, true]);
+      // A handler's error that is not stored frees the key: it is no answer of the key's, nor is a refused key.
+      app.control.throwAfterWrite = () => new TRPCError({ code: 'UNAUTHORIZED', message: 'session ended' });
+      expect(await marked(app.caller(newKey()).payments.create({ amount: 1 }))).toEqual([401, false]);
+      expect(await marked(app.caller(undefined).payments.create({ amount: 1 }))).toEqual([400, false]);
+    });
+  }
 
   for (const mode of ['transaction', 'lease'] as const) {
     it(`${mode} mode: counts ttl from the claim, and from the completion only for a handler that outlived it`, async () => {

@@ -18,6 +18,7 @@ describe('idempotencyErrorFormatter types', () => {
     expectTypeOf(client.pay.mutate).returns.resolves.toEqualTypeOf<'ok'>();
     type ClientData = NonNullable<TRPCClientError<AppRouter>['data']>;
     expectTypeOf<ClientData['idempotency']>().toEqualTypeOf<IdempotencyErrorData | null>();
+    expectTypeOf<ClientData['idempotencyAnswer']>().toEqualTypeOf<boolean>();
     expectTypeOf<IdempotencyErrorData['reason']>().toEqualTypeOf<
       'key_missing' | 'key_invalid' | 'payload_mismatch' | 'in_progress' | 'store_unavailable' | 'response_too_large'
     >();

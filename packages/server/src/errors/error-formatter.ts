@@ -1,5 +1,6 @@
 import type { TRPCError } from '@trpc/server';
 import { type IdempotencyReason, isIdempotencyError } from './idempotency-error.js';
+import { isKeyAnswer } from './key-answer.js';
 
 /** What `error.data.idempotency` holds when the middleware refused a call. */
 export interface IdempotencyErrorData {
@@ -27,7 +28,11 @@ export function getIdempotencyErrorData(error: unknown): IdempotencyErrorData | 
 }
 
 /**
- * Adds `data.idempotency` (`{ reason, retryAfterMs? }` or `null`) to every error shape, typed on the client.
+ * Adds two fields to every error shape, typed on the client:
+ * - `data.idempotency`: `{ reason, retryAfterMs? }` when the middleware refused the call, else `null`;
+ * - `data.idempotencyAnswer`: `true` when the error is the key's own outcome (a stored or replayed error, a 422
+ *   `payload_mismatch`), `false` for any other error (an auth check's 401 before the middleware, a 409 `in_progress`).
+ *   A client whose earlier attempt got no answer keeps the call's outcome unknown until an answer so marked.
  *
  * Use it as `initTRPC.create({ errorFormatter: idempotencyErrorFormatter })`, or call it from your own
  * formatter: `errorFormatter: (opts) => { const shape = idempotencyErrorFormatter(opts); return { ...shape, … } }`.
@@ -35,7 +40,10 @@ export function getIdempotencyErrorData(error: unknown): IdempotencyErrorData | 
 export function idempotencyErrorFormatter<TShape extends { data: object }>(opts: {
   shape: TShape;
   error: TRPCError;
-}): TShape & { data: TShape['data'] & { idempotency: IdempotencyErrorData | null } } {
+}): TShape & { data: TShape['data'] & { idempotency: IdempotencyErrorData | null; idempotencyAnswer: boolean } } {
   const { shape, error } = opts;
-  return { ...shape, data: { ...shape.data, idempotency: getIdempotencyErrorData(error) } };
+  return {
+    ...shape,
+    data: { ...shape.data, idempotency: getIdempotencyErrorData(error), idempotencyAnswer: isKeyAnswer(error) },
+  };
 }

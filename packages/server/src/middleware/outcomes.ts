@@ -1,6 +1,7 @@
 import { TRPCError } from '@trpc/server';
 import { shouldStoreError } from '../errors/error-policy.js';
 import { IdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
+import { markKeyAnswer } from '../errors/key-answer.js';
 import type { IdempotencyEventType } from '../events.js';
 import { markReplayed, setRetryAfter } from '../http/response-headers.js';
 import {
@@ -47,7 +48,18 @@ export function replay(rt: Runtime, call: Call, response: string): MiddlewareRes
   const outcome = decodeStoredResponse(response, rt.options.serializer);
   markReplayed(call.ctx, call.form, call.batchIndex);
   event(rt, call, 'replayed');
-  return okResult(replayOutcome(outcome));
+  try {
+    return okResult(replayOutcome(outcome));
+  } catch (stored) {
+    throw markKeyAnswer(stored as Error);
+  }
+}
+
+/** The handler's outcome is committed under the key: a stored error is marked as the key's answer. */
+export function executed(rt: Runtime, call: Call, result: MiddlewareResultLike): MiddlewareResultLike {
+  if (!result.ok) markKeyAnswer(result.error);
+  event(rt, call, 'executed');
+  return result;
 }
 
 export function mismatch(rt: Runtime, call: Call): TRPCError {

@@ -5,6 +5,7 @@ import {
   completionFailure,
   conflict,
   event,
+  executed,
   handlerContext,
   mismatch,
   oversizedBytes,
@@ -228,8 +229,7 @@ async function runOwned(
       }
       // A takeover owns the key now: as on the success path, the new owner's outcome is the key's, not ours.
       if (!stored) throw conflict(rt, call);
-      event(rt, call, 'executed');
-      return result;
+      return executed(rt, call, result);
     }
     // The row expires `ttl` after its claim (or, had the handler outlived `ttl`, after the completion): the cache
     // keeps the result no longer than from before the claim, so never past the row (an outlived ttl is not cached).
@@ -252,8 +252,7 @@ async function runOwned(
     }
     if (expiresAt > performance.now())
       rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });
-    event(rt, call, 'executed');
-    return result;
+    return executed(rt, call, result);
   } finally {
     if (held) rt.leases?.drop(held);
   }

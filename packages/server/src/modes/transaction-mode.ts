@@ -6,6 +6,7 @@ import {
   completionFailure,
   conflict,
   event,
+  executed,
   handlerContext,
   mismatch,
   oversizedBytes,
@@ -160,6 +161,5 @@ async function runOwned(
   }
   if (expiresAt > performance.now())
     rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });
-  event(rt, call, 'executed');
-  return result;
+  return executed(rt, call, result);
 }

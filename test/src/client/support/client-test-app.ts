@@ -29,6 +29,9 @@ export function createClientTestApp(db: Kysely<any>, opts: { wait?: number } = {
   });
   const authed = t.procedure.use(({ ctx, next }) => {
     if (!ctx.user) throw new TRPCError({ code: 'UNAUTHORIZED', message: 'sign in first' });
+    // An app's CSRF check: it refuses before the idempotency middleware sees the key.
+    if (ctx.req.headers['x-csrf'] === 'expired')
+      throw new TRPCError({ code: 'FORBIDDEN', message: 'CSRF token expired' });
     return next({ ctx: { ...ctx, user: ctx.user } });
   });
   const guarded = authed.use(idempotency.middleware);

@@ -15,6 +15,12 @@ export type Fault =
   | 'html-503-no-retry-after'
   /** Not forwarded: a proxy's HTML 403 page. */
   | 'html-403'
+  /** Forwarded without the `x-user` header: the user's session ended, the app's auth middleware answers 401. */
+  | 'session-ended'
+  /** Forwarded with an expired CSRF token: the app's CSRF check, before the middleware, answers 403. */
+  | 'csrf-expired'
+  /** Forwarded to a procedure this server does not have (a rolling deploy's other version): tRPC's 404. */
+  | 'procedure-gone'
   /** Not forwarded and never answered. */
   | 'hang';
 
@@ -59,6 +65,15 @@ export async function startFaultServer<TRouter extends AnyRouter>(opts: {
     });
     switch (entry.fault) {
       case 'pass':
+        return void handler(req, res);
+      case 'session-ended':
+        delete req.headers['x-user'];
+        return void handler(req, res);
+      case 'csrf-expired':
+        req.headers['x-csrf'] = 'expired';
+        return void handler(req, res);
+      case 'procedure-gone':
+        req.url = (req.url ?? '/').replace(/^\/[^?]*/, '/payments.renamed');
         return void handler(req, res);
       case 'drop-after-commit': {
         // The first byte of the answer means the handler returned and its transaction committed.
