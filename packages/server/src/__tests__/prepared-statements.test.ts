@@ -99,7 +99,7 @@ describe.each(['pg-fast', 'pg-general'] as const)('%s: prepared claim', (name) =
     return { call, counted };
   }
 
-  it("a statement of ours' name that is not ours is replaced, never run as the claim", async () => {
+  it("a statement of ours' name that is not ours is never run as the claim", async () => {
     const claim = await claimName();
     await backend.query('CREATE TABLE IF NOT EXISTS squatter_hits (at timestamptz DEFAULT now())');
     const { raw, db, pool } = onePool(); // no connection opened yet

@@ -14,7 +14,7 @@ import {
   responseTooLarge,
   responseToStore,
 } from '../middleware/outcomes.js';
-import { lostPreparedStatement } from '../store/prepared-statements.js';
+import { preparedStatementMismatch } from '../store/prepared-statements.js';
 import type { Row, Session, Statement } from '../store/session.js';
 import { committedBefore } from '../store/snapshot.js';
 
@@ -42,9 +42,9 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
     try {
       claim = await claimKey(rt, call, takeOver);
     } catch (error) {
-      // The connection had lost the claim's prepared statement (DISCARD ALL, a pooler): the transaction failed at
-      // it, before anything ran, and the store sends plain texts now. Claim again.
-      if (lostPreparedStatement(error) && attempt < MAX_CLAIM_ATTEMPTS) continue;
+      // The connection had lost the claim's prepared statement, or a pooler put one behind it that another client
+      // prepared: the claim failed before anything ran, and the store sends plain texts now. Claim again.
+      if (preparedStatementMismatch(error) && attempt < MAX_CLAIM_ATTEMPTS) continue;
       throw claimFailure(rt, call, error);
     }
     if (claim.session) return await runOwned(rt, call, next, claim.session, claim.sentAt);

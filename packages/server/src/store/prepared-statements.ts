@@ -4,8 +4,9 @@
  * same one-text round trip. Postgres then plans it once per connection instead of on every call (bench/sql, runs S7
  * and S9: +16–18% Postgres throughput on the light transaction, +10–22% on the payment one).
  *
- * Only statements sent before the handler runs are prepared: a connection that lost them fails there, before
- * anything ran, and the claim is retried with plain text. The completion stays plain text, so nothing after the
+ * Only statements sent before the handler runs are prepared: a connection that lost them, or holds their names
+ * already (a transaction pooler runs each transaction on any server connection), fails there, before anything ran,
+ * and the claim is retried with plain text. The completion stays plain text, so nothing after the
  * handler depends on what a connection still holds (preparing it too measured level once a probe for it was added).
  *
  * A statement's name is a hash of its text, so two instances (or two copies of this package) sharing a pool agree on
@@ -29,13 +30,24 @@ export class PreparedStatements {
   }
 }
 
-/** SQLSTATE 26000 (invalid_sql_statement_name): an `EXECUTE` of a statement this connection does not have. */
-export function lostPreparedStatement(error: unknown): boolean {
+/**
+ * The claim failed, before anything ran, because the connection's prepared statements are not what this instance
+ * believed: it lacks one (26000, invalid_sql_statement_name: `DISCARD ALL`, `DEALLOCATE`, a transaction pooler
+ * running the `EXECUTE` on another backend) or has one already (42P05, duplicate_prepared_statement: see
+ * `prepareOn`). The instance sends plain texts from then on, so the claim is retried.
+ */
+export function preparedStatementMismatch(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '26000' || code === '42P05';
+}
+
+/** SQLSTATE 26000: an `EXECUTE` of a statement this connection does not have. */
+function lostPreparedStatement(error: unknown): boolean {
   return (error as { code?: unknown } | null)?.code === '26000';
 }
 
-/** SQLSTATE 42P05 (duplicate_prepared_statement): the connection has that name already. */
-export function alreadyPrepared(error: unknown): boolean {
+/** SQLSTATE 42P05: the connection has that name already. */
+function alreadyPrepared(error: unknown): boolean {
   return (error as { code?: unknown } | null)?.code === '42P05';
 }
 
@@ -64,7 +76,11 @@ const preparedOn = new WeakMap<object, Set<string>>();
 
 /**
  * Prepares what `connection` lacks of `prepared`'s statements: a round trip of its own, once per connection, outside
- * any transaction. A name the connection has already is the same statement (names hash their text).
+ * any transaction. A name the connection has already (42P05) means it is not the connection we think: a transaction
+ * pooler put another client's backend behind it, another copy of this package prepared there, or the pool hands out
+ * a new object per checkout. The instance then sends plain texts, and the error goes to the claim, which is retried
+ * before anything ran: whatever holds the name is never executed as our claim, and nothing is replaced, since behind
+ * a pooler the next statement may reach yet another backend.
  */
 export async function prepareOn(
   connection: object,
@@ -75,24 +91,11 @@ export async function prepareOn(
   const missing: string[] = [];
   for (const name of prepared.definitions.keys()) if (!known?.has(name)) missing.push(name);
   if (missing.length === 0) return;
-  const texts = missing.map((name) => prepared.definitions.get(name) ?? '');
   try {
-    await query(texts.join(';\n'));
+    await query(missing.map((name) => prepared.definitions.get(name) ?? '').join(';\n'));
   } catch (error) {
-    if (!alreadyPrepared(error)) throw error;
-    // The connection has one already, and we did not know it: another copy of this package prepared it, or the
-    // pool hands out a new object per checkout, or a pooler put another client's backend behind this one. Whatever
-    // holds the name is replaced with ours (a statement squatting it must never run as our claim). The next calls
-    // send plain texts rather than risk a failed PREPARE each.
-    prepared.enabled = false;
-    for (let i = 0; i < missing.length; i++) {
-      const text = texts[i] ?? '';
-      await query(text).catch(async (e: unknown) => {
-        if (!alreadyPrepared(e)) throw e;
-        await query(`DEALLOCATE ${missing[i]}`);
-        await query(text);
-      });
-    }
+    if (alreadyPrepared(error)) prepared.enabled = false;
+    throw error;
   }
   const names = known ?? new Set<string>();
   for (const name of missing) names.add(name);
