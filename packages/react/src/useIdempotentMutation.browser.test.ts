@@ -27,7 +27,12 @@ async function bundle(nodeEnv: 'development' | 'production'): Promise<string> {
   return result.outputFiles[0]!.text;
 }
 
-type State = { status: string; key: string | null; earlier: { status: string; key: string } | null };
+type State = {
+  status: string;
+  key: string | null;
+  earlier: { status: string; key: string } | null;
+  unknown: boolean;
+};
 type Input = { amountCents: number; description: string };
 
 describe.skipIf(!chromiumPath)('useIdempotentMutation in React 19 (StrictMode) in Chromium', () => {
@@ -153,4 +158,31 @@ describe.skipIf(!chromiumPath)('useIdempotentMutation in React 19 (StrictMode) i
     expect(keys).toEqual(['k1:4000', 'k1:4000', 'k1:4000', 'k2:4100']);
     expect(await rows(page)).toBe(2);
   });
+
+  for (const store of ['localStorage', 'indexedDB'] as const) {
+    test(`a lost answer then a 401 (the session ended) keeps the key and the ${store} record: "could not confirm"`, async () => {
+      const { page } = await open(`lose=1&refuse=1&store=${store}`);
+      await mutate(page, pay);
+      const refused = await settled(page);
+      expect(refused).toMatchObject({ status: 'error', unknown: true });
+      expect(refused.key).toMatch(/^[0-9a-f-]{36}$/);
+      const listed = await page.evaluate(async () =>
+        (await (window as any).hook.pending.list()).map((c: any) => c.key),
+      );
+      expect(listed).toEqual([refused.key]);
+
+      // Signed in again: resume() re-sends the call under its key and reports the one payment, replayed.
+      const resumed = await page.evaluate(async () => {
+        const { pending, client } = (window as any).hook;
+        return (await pending.resume(client)).map((r: any) => [r.status, r.call.key, r.replayed]);
+      });
+      expect(resumed).toEqual([['succeeded', refused.key, true]]);
+      expect(await rows(page)).toBe(1);
+      // "Try again" after the user saw "could not confirm" reuses the key: still one payment.
+      await mutate(page, pay);
+      await expect.poll(async () => (await state(page)).status).toBe('success');
+      expect(new Set((await sent(page)).map(([key]: [string]) => key))).toEqual(new Set([refused.key]));
+      expect(await rows(page)).toBe(1);
+    });
+  }
 });

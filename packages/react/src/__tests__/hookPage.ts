@@ -1,7 +1,13 @@
 import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { createTRPCClient } from '@trpc/client';
 import { createTRPCOptionsProxy } from '@trpc/tanstack-react-query';
-import { idempotencyLink, pendingCallsLink } from '@trpc-idempotency/client';
+import {
+  idempotencyLink,
+  indexedDBStore,
+  isOutcomeUnknown,
+  localStorageStore,
+  pendingCallsLink,
+} from '@trpc-idempotency/client';
 import { createElement, StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { useIdempotentMutation } from '../index.js';
@@ -10,15 +16,22 @@ import type { AppRouter } from './router.js';
 
 /**
  * The page the hook's browser test drives: the hook in React 19 StrictMode, over the real link chain and
- * a ledger server in the page. `?lose=n` loses the first n answers, `?retry` sets the mutation's
- * `retry`, `?defaultRetry` the QueryClient's.
+ * a ledger server in the page. `?lose=n` loses the first n answers, `?refuse=n` then refuses the next n
+ * (a 401: the session ended), `?store=localStorage|indexedDB` keeps pending calls there, `?retry` sets the
+ * mutation's `retry`, `?defaultRetry` the QueryClient's.
  */
 const params = new URLSearchParams(window.location.search);
-const network = { lose: Number(params.get('lose') ?? 0) };
-const server = ledgerServer(() => (network.lose-- > 0 ? 'lose' : 'deliver'));
+const network = { lose: Number(params.get('lose') ?? 0), refuse: Number(params.get('refuse') ?? 0) };
+const server = ledgerServer(() => (network.lose-- > 0 ? 'lose' : network.refuse-- > 0 ? 'refuse' : 'deliver'));
+const store = params.get('store');
+const pending = pendingCallsLink<AppRouter>({
+  procedures: ['payments.create'],
+  ...(store === 'localStorage' && { store: localStorageStore() }),
+  ...(store === 'indexedDB' && { store: indexedDBStore() }),
+});
 const client = createTRPCClient<AppRouter>({
   links: [
-    pendingCallsLink<AppRouter>({ procedures: ['payments.create'] }),
+    pending,
     idempotencyLink<AppRouter>({ procedures: ['payments.create'], attempts: 2, baseDelayMs: 0, budget: false }),
     server.link,
   ],
@@ -32,8 +45,14 @@ function App() {
   const pay = useIdempotentMutation(
     trpc.payments.create.mutationOptions(params.has('retry') ? { retry: 2, retryDelay: 0 } : {}),
   );
-  Object.assign(window, { hook: { mutate: pay.mutate, server, network } });
-  const state = { status: pay.status, key: pay.idempotency.key ?? null, earlier: pay.idempotency.earlier ?? null };
+  Object.assign(window, { hook: { mutate: pay.mutate, server, network, pending, client } });
+  const state = {
+    status: pay.status,
+    key: pay.idempotency.key ?? null,
+    earlier: pay.idempotency.earlier ?? null,
+    // What the README tells the user: "we could not confirm the payment".
+    unknown: pay.isError && isOutcomeUnknown(pay.error),
+  };
   return createElement('pre', { id: 'state' }, JSON.stringify(state));
 }
 

@@ -2,8 +2,11 @@ import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import { observable } from '@trpc/server/observable';
 
-/** What the network does to one attempt: deliver the answer, or lose it after the server committed. */
-export type Network = (attempt: number, op: Operation) => 'deliver' | 'lose';
+/**
+ * What the network does to one attempt: deliver the answer, lose it after the server committed, or `refuse` it
+ * before the key is looked at (the app's auth middleware answering 401 once the session ended).
+ */
+export type Network = (attempt: number, op: Operation) => 'deliver' | 'lose' | 'refuse';
 
 /**
  * A terminating link that behaves like the idempotent server: the first attempt of a key charges (one
@@ -21,6 +24,11 @@ export function ledgerServer(network: Network = () => 'deliver') {
         attempts.push(op);
         const fate = network(attempts.length, op);
         const timer = setTimeout(() => {
+          if (fate === 'refuse') {
+            const body = { error: { code: -32001, message: 'sign in first', data: { httpStatus: 401 } } };
+            observer.error(TRPCClientError.from(body, { meta: { response: new Response(null, { status: 401 }) } }));
+            return;
+          }
           const key = String(op.context.idempotencyKey);
           // Key order does not matter, as in the real server's fingerprint.
           const input = JSON.stringify(op.input, Object.keys(op.input as object).sort());
@@ -31,7 +39,7 @@ export function ledgerServer(network: Network = () => 'deliver') {
               error: {
                 code: -32022,
                 message: 'payload mismatch',
-                data: { httpStatus: 422, idempotency: { reason: 'payload_mismatch' } },
+                data: { httpStatus: 422, idempotency: { reason: 'payload_mismatch' }, idempotencyAnswer: true },
               },
             };
             observer.error(TRPCClientError.from(body, { meta: { response: new Response(null, { status: 422 }) } }));
