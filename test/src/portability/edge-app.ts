@@ -3,7 +3,7 @@
 // function instead of a network. It returns what happened as JSON; the test outside the VM asserts on it.
 import { PGlite } from '@electric-sql/pglite';
 import { createTRPCClient, httpBatchLink, httpLink } from '@trpc/client';
-import { initTRPC } from '@trpc/server';
+import { initTRPC, TRPCError } from '@trpc/server';
 import { type FetchCreateContextFnOptions, fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { getIdempotencyReason, idempotencyFetch, idempotencyHeaders, idempotencyLink } from '@trpc-idempotency/client';
 import { createIdempotency, idempotencyErrorFormatter } from '@trpc-idempotency/server';
@@ -34,6 +34,17 @@ export interface EdgeOutcome {
   runs: number;
   exchanges: EdgeExchange[];
   settled: { key: string; replayed: boolean }[];
+  /** Every other server outcome, per mode, through raw requests: status, reason and replay flag. */
+  raw: Record<string, EdgeRawAnswer>;
+}
+
+/** One raw request's answer: its status, `Idempotent-Replayed`, and the error's code and reason (if any). */
+export interface EdgeRawAnswer {
+  status: number;
+  replayed: string | null;
+  code?: string;
+  reason?: string | null;
+  data?: unknown;
 }
 
 function createContext({ req, resHeaders }: FetchCreateContextFnOptions) {
@@ -52,12 +63,49 @@ async function edgeScenario(assets: EdgeAssets): Promise<string> {
   const scope = ({ ctx }: { ctx: Context }) => `user:${ctx.user}`;
   const inTransaction = createIdempotency({ db, scope });
   const withLease = createIdempotency({ db, scope, mode: 'lease' }); // its fencing token: crypto.randomUUID()
+  // Small limits make the other outcomes: a result too large to store, and a duplicate refused at once.
+  const modes = {
+    transaction: createIdempotency({ db, scope, maxResponseBytes: 256, wait: 0 }),
+    lease: createIdempotency({ db, scope, mode: 'lease', maxResponseBytes: 256, wait: 0 }),
+  };
   await inTransaction.migrate();
 
   let runs = 0;
   const t = initTRPC.context<Context>().create({ errorFormatter: idempotencyErrorFormatter });
   const amount = (input: unknown) => input as { amount: number };
+  // The slow procedure holds its key until released, so a duplicate meets it in progress.
+  let started = false;
+  let release: () => void = () => {};
+  const hold = () => {
+    started = false;
+    return new Promise<void>((resolve) => {
+      release = resolve;
+    });
+  };
+  let held = hold();
+  const outcomes = (middleware: typeof inTransaction.middleware) => ({
+    large: t.procedure
+      .use(middleware)
+      .input(amount)
+      .mutation(({ input }) => 'x'.repeat(input.amount)),
+    declined: t.procedure
+      .use(middleware)
+      .input(amount)
+      .mutation((): never => {
+        throw new TRPCError({ code: 'PAYMENT_REQUIRED', message: 'card declined' });
+      }),
+    slow: t.procedure
+      .use(middleware)
+      .input(amount)
+      .mutation(async ({ input }) => {
+        started = true;
+        await held;
+        return input;
+      }),
+  });
   const router = t.router({
+    transaction: t.router(outcomes(modes.transaction.middleware)),
+    lease: t.router(outcomes(modes.lease.middleware)),
     pay: t.procedure
       .use(inTransaction.middleware)
       .input(amount)
@@ -114,6 +162,37 @@ async function edgeScenario(assets: EdgeAssets): Promise<string> {
     ]);
   const batchFirst = await batch();
   const batchReplay = await batch();
+
+  const raw: EdgeOutcome['raw'] = {};
+  const rawCall = async (path: string, key: string, input: unknown): Promise<EdgeRawAnswer> => {
+    const res = await serverFetch(`http://edge.invalid/trpc/${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': `"${key}"` },
+      body: JSON.stringify(input),
+    });
+    const body = (await res.json()) as { error?: { data?: { code?: string; idempotency?: { reason?: string } } } };
+    return {
+      status: res.status,
+      replayed: res.headers.get('idempotent-replayed'),
+      ...(body.error
+        ? { code: body.error.data?.code, reason: body.error.data?.idempotency?.reason ?? null }
+        : { data: body }),
+    };
+  };
+  for (const mode of ['transaction', 'lease'] as const) {
+    raw[`${mode}.large`] = await rawCall(`${mode}.large`, `${mode}-large`, { amount: 1000 });
+    raw[`${mode}.largeAgain`] = await rawCall(`${mode}.large`, `${mode}-large`, { amount: 1000 });
+    raw[`${mode}.declined`] = await rawCall(`${mode}.declined`, `${mode}-declined`, { amount: 1 });
+    raw[`${mode}.declinedAgain`] = await rawCall(`${mode}.declined`, `${mode}-declined`, { amount: 1 });
+    raw[`${mode}.mismatch`] = await rawCall(`${mode}.declined`, `${mode}-declined`, { amount: 2 });
+    held = hold();
+    const original = rawCall(`${mode}.slow`, `${mode}-slow`, { amount: 3 });
+    while (!started) await new Promise((resolve) => setTimeout(resolve, 1));
+    raw[`${mode}.conflict`] = await rawCall(`${mode}.slow`, `${mode}-slow`, { amount: 3 });
+    release();
+    raw[`${mode}.slow`] = await original;
+    raw[`${mode}.slowAgain`] = await rawCall(`${mode}.slow`, `${mode}-slow`, { amount: 3 });
+  }
   await pglite.close();
 
   const outcome: EdgeOutcome = {
@@ -126,6 +205,7 @@ async function edgeScenario(assets: EdgeAssets): Promise<string> {
     runs,
     exchanges,
     settled,
+    raw,
   };
   return JSON.stringify(outcome);
 }

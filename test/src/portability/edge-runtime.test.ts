@@ -120,6 +120,35 @@ describe('both packages inside edge-runtime (Web APIs only), server on PGlite th
     expect(outcome.exchanges[5]).toMatchObject({ keys: 'b0="edge-batch-1", b1="edge-batch-2"', replayed: 'b0, b1' });
     expect(outcome.settled.slice(-2).map((s) => s.replayed)).toEqual([true, true]);
     expect(outcome.runs).toBe(4);
-    expect(outcome.exchanges).toHaveLength(6);
+    expect(outcome.exchanges).toHaveLength(6 + Object.keys(outcome.raw).length); // one per raw request after these
   });
+});
+
+describe('every server outcome inside edge-runtime, in both modes', () => {
+  for (const mode of ['transaction', 'lease'] as const) {
+    it(`${mode}: a result over maxResponseBytes answers 500 response_too_large, every time`, () => {
+      const refused = { status: 500, code: 'INTERNAL_SERVER_ERROR', reason: 'response_too_large' };
+      expect(outcome.raw[`${mode}.large`]).toMatchObject(refused);
+      expect(outcome.raw[`${mode}.largeAgain`]).toMatchObject(refused);
+    });
+
+    it(`${mode}: a stored error is replayed, flagged Idempotent-Replayed`, () => {
+      expect(outcome.raw[`${mode}.declined`]).toMatchObject({ status: 402, code: 'PAYMENT_REQUIRED', replayed: null });
+      expect(outcome.raw[`${mode}.declinedAgain`]).toMatchObject({
+        status: 402,
+        code: 'PAYMENT_REQUIRED',
+        replayed: 'true',
+      });
+    });
+
+    it(`${mode}: the same key with another input answers 422 payload_mismatch`, () => {
+      expect(outcome.raw[`${mode}.mismatch`]).toMatchObject({ status: 422, reason: 'payload_mismatch' });
+    });
+
+    it(`${mode}: a duplicate of a running call answers 409 in_progress, then replays its result`, () => {
+      expect(outcome.raw[`${mode}.conflict`]).toMatchObject({ status: 409, reason: 'in_progress' });
+      expect(outcome.raw[`${mode}.slow`]).toMatchObject({ status: 200, replayed: null });
+      expect(outcome.raw[`${mode}.slowAgain`]).toEqual({ ...outcome.raw[`${mode}.slow`], replayed: 'true' });
+    });
+  }
 });

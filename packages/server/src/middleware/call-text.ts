@@ -1,7 +1,7 @@
 import { TRPCError } from '@trpc/server';
 import { postgresTextProblem } from '../serialize/postgres-text.js';
+import { utf8Bytes } from '../serialize/utf8-bytes.js';
 import { MAX_SCOPE_BYTES, type StoreDialect } from '../store/dialects/dialect.js';
-import { utf8Bytes } from './outcomes.js';
 
 /** What `checkScope` needs to know of the dialect: its name, for the message. */
 export type ScopeStorage = Pick<StoreDialect, 'name'>;

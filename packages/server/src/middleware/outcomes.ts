@@ -10,6 +10,7 @@ import {
   replayOutcome,
   UnstorableResultError,
 } from '../serialize/stored-response.js';
+import { utf8Bytes } from '../serialize/utf8-bytes.js';
 import { createHandlerDb } from '../store/handler-db.js';
 import type { Session } from '../store/session.js';
 import { isLockTimeout, isStoreUnavailable, isUndefinedTable } from '../store/store-errors.js';
@@ -174,11 +175,6 @@ export function claimLostFailure(error: unknown): TRPCError {
       "The idempotency key's row was deleted or changed inside the handler's transaction, so nothing was committed: a handler must not write its own key's row",
     cause: error,
   });
-}
-
-/** Serialized size in UTF-8 bytes, skipping the count when the text cannot possibly exceed the limit. */
-export function utf8Bytes(text: string, limit: number): number {
-  return text.length * 3 <= limit ? text.length : Buffer.byteLength(text, 'utf8');
 }
 
 /**

@@ -1,3 +1,5 @@
+import { DeferredValueError, isDeferred } from './deferred-values.js';
+
 /**
  * How a result is turned into JSON-safe data for storage and back. `superjson` itself satisfies this interface
  * (`serializer: superjson`); the default below covers what most mutations return without any dependency.
@@ -53,6 +55,7 @@ function serializeValue(value: unknown, ancestors: Set<object>, fromToJSON = fal
   }
   if (value === null) return null;
   const object = value as object;
+  if (isDeferred(object)) throw new DeferredValueError();
   // JSON.stringify asks every object for its toJSON first (a Map or an array may have one), but reads what toJSON
   // returned as it is. Date's own toJSON is the one exception: a Date is kept as a Date.
   if (!fromToJSON) {

@@ -36,6 +36,23 @@ describe('encodeStoredResponse / decodeStoredResponse', () => {
     ).toEqual({ ok: true, data: new Map([[1, 2]]) });
   });
 
+  it('refuses a result holding a Promise or an async iterable anywhere, naming where, with either serializer', () => {
+    async function* items() {
+      yield 1;
+    }
+    const cases: [unknown, RegExp][] = [
+      [{ payment: 1, receipt: Promise.resolve('r') }, /a Promise at result\.receipt/],
+      [Promise.resolve(1), /a Promise at result,/],
+      [{ list: [1, { events: items() }] }, /an async iterable at result\.list\[1\]\.events/],
+      [new Map([['k', Promise.resolve(1)]]), /a Promise at result\.get\("k"\)/],
+    ];
+    for (const serializer of [defaultSerializer, superjson]) {
+      for (const [data, message] of cases) {
+        expect(() => encodeStoredResponse({ ok: true, data }, serializer)).toThrow(message);
+      }
+    }
+  });
+
   it('round-trips a top-level undefined result', () => {
     const text = encodeStoredResponse({ ok: true, data: undefined }, defaultSerializer);
     expect(decodeStoredResponse(text, defaultSerializer)).toEqual({ ok: true, data: undefined });

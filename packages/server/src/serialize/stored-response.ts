@@ -1,5 +1,6 @@
 import { TRPCError } from '@trpc/server';
 import type { TRPC_ERROR_CODE_KEY } from '@trpc/server/rpc';
+import { DeferredValueError, findDeferred } from './deferred-values.js';
 import { defaultSerializer, type Serializer } from './serializer.js';
 
 /** What a completed call left behind: its result, or the deterministic error it threw. */
@@ -38,7 +39,15 @@ export class UnstorableResultError extends Error {
 }
 
 function encodeResult(result: unknown, serializer: Serializer): string {
-  const data = serializer.serialize(result);
+  // The default serializer finds a deferred value on its way; another one might write it as {}: look first.
+  const deferred = serializer === defaultSerializer ? undefined : findDeferred(result);
+  if (deferred) throw deferredValue(deferred);
+  let data: unknown;
+  try {
+    data = serializer.serialize(result);
+  } catch (error) {
+    throw error instanceof DeferredValueError ? deferredValue(findDeferred(result) ?? 'a deferred value') : error;
+  }
   // JSON would write a Promise as {}: every replay would answer {} instead of the result.
   if (typeof (data as { then?: unknown } | null)?.then === 'function') {
     throw new TypeError('serializer.serialize returned a Promise: it must return the serialized data itself');
@@ -58,6 +67,13 @@ function encodeResult(result: unknown, serializer: Serializer): string {
     }
   }
   return text;
+}
+
+function deferredValue(where: string): TypeError {
+  return new TypeError(
+    `the result holds ${where}, which tRPC streams after the call returned: a replay could not answer what it ` +
+      'settles to. Await it in the handler (collect an async iterable into an array) before returning',
+  );
 }
 
 function corrupt(detail: string): Error {
