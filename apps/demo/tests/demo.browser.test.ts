@@ -279,7 +279,7 @@ describe('the demo on embedded PGlite', () => {
       await tab.close();
     });
 
-    it('(d) a changed input after an unknown outcome first settles the earlier payment, shows it, then pays the new input under a new key', async () => {
+    it('(d) a changed input after an unknown outcome first settles the earlier payment and shows it; the new input is paid under a new key only when the user confirms', async () => {
       const before = await ledgerCount();
       const earlierKey = await payWithEveryAnswerLost('10.00', 'First try');
       await page.getByTestId('fault-off').check();
@@ -290,6 +290,9 @@ describe('the demo on embedded PGlite', () => {
       expect(await banner.getAttribute('data-status')).toBe('succeeded');
       expect(await banner.getAttribute('data-key')).toBe(earlierKey);
       expect(await banner.textContent()).toMatch(/earlier payment of \$10\.00 \(First try\) went through/);
+      await expect.poll(() => banner.textContent()).toMatch(/The changed one was not sent/);
+      await expectLedger(before + 1);
+      await page.getByTestId('pay-as-well').click();
       const status = page.getByTestId('pay-status');
       await expect.poll(() => status.getAttribute('data-outcome'), { timeout: 30_000 }).toBe('charged');
       expect(await status.getAttribute('data-key')).not.toBe(earlierKey);

@@ -60,6 +60,17 @@ describe('recording', () => {
     expect(stored[0]!.path).toBe('pay');
   });
 
+  test('isOutcomeUnknown is false for an error that no call produced (nothing was sent), by name across copies', async () => {
+    const { client } = setup(() => lost);
+    const unknown = (await outcome(client.mutation('pay', { n: 1 }))) as { error: Error };
+    expect(isOutcomeUnknown(unknown.error)).toBe(true);
+    expect(isOutcomeUnknown(new Error('the changed input was not sent'))).toBe(false);
+    expect(isOutcomeUnknown('offline')).toBe(false);
+    // A TRPCClientError from a second copy of @trpc/client: told by its name, still unknown.
+    const copy = Object.assign(new Error(unknown.error.message), { name: 'TRPCClientError' });
+    expect(isOutcomeUnknown(copy)).toBe(true);
+  });
+
   test('a success and a definitive error forget the call; a lost answer keeps it', async () => {
     const answers: Answer[] = [ok('paid'), { status: 402 }, lost, lost];
     const { client, store, seen } = setup(() => answers[seen.length - 1]!);

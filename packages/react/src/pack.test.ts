@@ -39,6 +39,7 @@ test('npm pack ships dist as ESM, with react, React Query and tRPC as peers, and
   const mod = await import(pathToFileURL(entry).href);
   expect(Object.keys(mod).sort()).toEqual([
     'EarlierOutcomeUnknownError',
+    'NewInputNotConfirmedError',
     'useIdempotentMutation',
     'useResumePendingCalls',
   ]);

@@ -50,6 +50,11 @@ describe('useIdempotentMutation keeps tRPC types', () => {
           if (outcome.status === 'succeeded') expectTypeOf(outcome.data).toEqualTypeOf<Output>();
           expectTypeOf(outcome.variables).toEqualTypeOf<Input>();
         },
+        confirmNewInput: async (earlier, variables) => {
+          expectTypeOf(earlier).toEqualTypeOf<EarlierOutcome<Output, Input>>();
+          expectTypeOf(variables).toEqualTypeOf<Input>();
+          return earlier.status === 'failed';
+        },
       },
     );
   });

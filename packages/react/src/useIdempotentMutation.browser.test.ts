@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -27,6 +27,37 @@ async function bundle(nodeEnv: 'development' | 'production'): Promise<string> {
   return result.outputFiles[0]!.text;
 }
 
+/**
+ * The README's "Paying" example as written, bundled over `__tests__/checkoutHarness.ts`, which gives it what it
+ * takes from the app around it (`useTRPC`, `router`, `fmt`, …).
+ */
+async function bundleReadmeExample(): Promise<string> {
+  const readme = readFileSync(path.join(import.meta.dirname, '../README.md'), 'utf8');
+  const example = /## Paying\n\n```tsx\n([\s\S]*?)```/.exec(readme)?.[1];
+  if (!example) throw new Error('README.md has no tsx block under "## Paying"');
+  const result = await build({
+    stdin: {
+      contents: [
+        "import { fmt, mount, pendingCalls, router, useTRPC, useTRPCClient } from './checkoutHarness.js';",
+        example,
+        'mount(Checkout);',
+      ].join('\n'),
+      loader: 'tsx',
+      resolveDir: path.join(import.meta.dirname, '__tests__'),
+      sourcefile: 'README-paying.tsx',
+    },
+    alias: { '@trpc-idempotency/react': path.join(import.meta.dirname, 'index.ts') },
+    jsx: 'automatic',
+    bundle: true,
+    write: false,
+    format: 'esm',
+    platform: 'browser',
+    define: { 'process.env.NODE_ENV': '"development"' },
+    logLevel: 'silent',
+  });
+  return result.outputFiles[0]!.text;
+}
+
 type State = {
   status: string;
   key: string | null;
@@ -44,6 +75,7 @@ describe.skipIf(!chromiumPath)('useIdempotentMutation in React 19 (StrictMode) i
   beforeAll(async () => {
     bundles.set('development', await bundle('development'));
     bundles.set('production', await bundle('production'));
+    bundles.set('readme', await bundleReadmeExample());
     server = createServer((req, res) => {
       const url = new URL(req.url ?? '/', 'http://x');
       const js = bundles.get(url.pathname.slice(1).replace(/\.js$/, ''));
@@ -74,7 +106,7 @@ describe.skipIf(!chromiumPath)('useIdempotentMutation in React 19 (StrictMode) i
     });
     page.on('pageerror', (error) => warnings.push(`pageerror: ${error.message}`));
     await page.goto(`${origin}/?${query}`);
-    await page.locator('#state').waitFor();
+    await page.locator(query.includes('build=readme') ? 'button' : '#state').waitFor();
     return { page, warnings };
   }
 
@@ -88,7 +120,8 @@ describe.skipIf(!chromiumPath)('useIdempotentMutation in React 19 (StrictMode) i
     page.evaluate(() =>
       (window as any).hook.server.attempts.map((op: any) => [op.context.idempotencyKey, op.input.amountCents]),
     );
-  const rows = (page: Page) => page.evaluate(() => (window as any).hook.server.ledger.length as number);
+  const rows = (page: Page, global = 'hook') =>
+    page.evaluate((g) => (window as any)[g].server.ledger.length as number, global);
   const pay = { amountCents: 4000, description: 'Train ticket' };
 
   test('warns in a development build when the mutation or the QueryClient sets retry, never in production', async () => {
@@ -144,19 +177,69 @@ describe.skipIf(!chromiumPath)('useIdempotentMutation in React 19 (StrictMode) i
     expect(await rows(page)).toBe(1);
   });
 
-  test("a changed input after an unknown outcome shows the earlier one's outcome in idempotency.earlier", async () => {
+  test('a changed input after an unknown outcome is not sent once the earlier one went through; idempotency.earlier says so', async () => {
     const { page } = await open('lose=2');
     await mutate(page, pay);
     const first = await settled(page);
     await mutate(page, { ...pay, amountCents: 4100 });
     await expect.poll(async () => (await state(page)).earlier?.status).toBe('succeeded');
-    await expect.poll(async () => (await state(page)).status).toBe('success');
-    expect((await state(page)).earlier?.key).toBe(first.key);
-    const keys = (await sent(page)).map(
-      ([key, amount]: [string, number]) => `${key === first.key ? 'k1' : 'k2'}:${amount}`,
-    );
-    expect(keys).toEqual(['k1:4000', 'k1:4000', 'k1:4000', 'k2:4100']);
-    expect(await rows(page)).toBe(2);
+    await expect.poll(async () => (await state(page)).status).toBe('error');
+    expect(await state(page)).toMatchObject({ key: null, earlier: { key: first.key } });
+    expect(await sent(page)).toEqual([
+      [first.key, 4000],
+      [first.key, 4000],
+      [first.key, 4000],
+    ]);
+    expect(await rows(page)).toBe(1);
+  });
+
+  describe("the README's Paying example, as written", () => {
+    const button = (page: Page) => page.locator('button');
+    const amounts = (page: Page) =>
+      page.evaluate(() => (window as any).checkout.server.attempts.map((op: any) => op.input.amountCents));
+    const edit = (page: Page, amountCents: number) =>
+      page.evaluate(
+        (a) => (window as any).checkout.setInput({ amountCents: a, description: 'Train ticket' }),
+        amountCents,
+      );
+    const loseNext = (page: Page, n: number) =>
+      page.evaluate((count) => {
+        (window as any).checkout.network.lose = count;
+      }, n);
+
+    test('says "could not confirm the payment" for a lost answer, and pays once on "Try again"', async () => {
+      const { page, warnings } = await open('build=readme&lose=2');
+      await button(page).click();
+      await expect.poll(() => button(page).textContent()).toBe('We could not confirm the payment. Try again');
+      await button(page).click();
+      await expect.poll(() => page.evaluate(() => (window as any).checkout.visited)).toEqual(['/thanks']);
+      expect(await amounts(page)).toEqual([4000, 4000, 4000]);
+      expect(warnings).toEqual([]);
+    });
+
+    test('after an edit, says the earlier payment is unconfirmed and the new amount unsent, never "could not confirm the payment"', async () => {
+      const { page } = await open('build=readme&lose=2');
+      await button(page).click();
+      await expect.poll(() => button(page).textContent()).toMatch(/could not confirm the payment/);
+      await loseNext(page, 2); // still offline when the edited amount is submitted
+      await edit(page, 4100);
+      await button(page).click();
+      await expect
+        .poll(() => button(page).textContent())
+        .toBe('We could not confirm your earlier payment, so $41.00 was not sent. Try again');
+      expect(await amounts(page)).not.toContain(4100);
+      // Back online: the earlier one turns out to have gone through, and $41.00 waits for the user.
+      await button(page).click();
+      await expect
+        .poll(() => button(page).textContent())
+        .toBe('Your payment of $40.00 went through. Pay $41.00 as well');
+      expect(await amounts(page)).not.toContain(4100);
+      expect(await rows(page, 'checkout')).toBe(1);
+      await button(page).click();
+      await expect.poll(() => page.evaluate(() => (window as any).checkout.visited)).toEqual(['/thanks']);
+      expect((await amounts(page)).filter((a: number) => a === 4100)).toEqual([4100]);
+      expect(await rows(page, 'checkout')).toBe(2);
+    });
   });
 
   for (const store of ['localStorage', 'indexedDB'] as const) {

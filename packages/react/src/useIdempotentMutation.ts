@@ -23,6 +23,14 @@ export interface IdempotentMutationSettings<TData, TVariables> {
    * it was settled first (re-sent with its own key and input), before the new input went out.
    */
   onEarlierSettled?: (outcome: EarlierOutcome<TData, TVariables>) => void;
+  /**
+   * Asked, once the earlier submission is settled, whether the changed input goes out under a new key; may
+   * return a promise (a dialog). Declined, the mutation fails with `NewInputNotConfirmedError` and nothing new
+   * is sent: the next submission of that input is a new action. By default only after a definitive failure
+   * (a decline): a user who changed the amount believing the first payment failed is not charged twice unasked.
+   * @default (earlier) => earlier.status === 'failed'
+   */
+  confirmNewInput?: (earlier: EarlierOutcome<TData, TVariables>, variables: TVariables) => boolean | Promise<boolean>;
   /** Called as each call of the mutation function starts (the earlier submission's re-send included). */
   onCallStart?: (call: IdempotentCall<TVariables>) => void;
   /** Called as each call ends: `succeeded`, `failed` (a definitive error), or `unknown` (key kept). */
@@ -58,8 +66,9 @@ export type IdempotentMutationResult<TData, TError, TVariables, TContext> = UseM
  * replays it. A definitive answer — a result, or an error the link does not retry — spends the key.
  * Changing the input while the outcome is unknown first settles the earlier submission (re-sent with its
  * own key and input, reported through `idempotency.earlier` and `onEarlierSettled`), then sends the new
- * input under a new key; if the earlier one still cannot be settled, the new input is not sent and the
- * mutation fails with `EarlierOutcomeUnknownError`.
+ * input under a new key if `confirmNewInput` agrees (by default: only when the earlier one failed), else
+ * fails with `NewInputNotConfirmedError`; if the earlier one still cannot be settled, the new input is not
+ * sent and the mutation fails with `EarlierOutcomeUnknownError`.
  *
  * Needs `pendingCallsLink` before `idempotencyLink` in the client's links: it hands the key to the link.
  * React Query's own `retry` is forced to 0 (a warning in development when set): the link retries.
@@ -86,6 +95,7 @@ export function useIdempotentMutation<TData = unknown, TError = DefaultError, TV
           onKey: setKey,
           onCallStart: s.onCallStart,
           onCallSettled: s.onCallSettled,
+          confirmNewInput: s.confirmNewInput,
           onEarlierSettled: (outcome) => {
             setEarlier(outcome);
             s.onEarlierSettled?.(outcome);

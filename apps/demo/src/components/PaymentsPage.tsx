@@ -3,7 +3,13 @@
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { TRPCClientError } from '@trpc/client';
 import { getIdempotencyReason, type IdempotencyCallInfo, type PendingCallsLink } from '@trpc-idempotency/client';
-import { type IdempotentCallResult, useIdempotentMutation, useResumePendingCalls } from '@trpc-idempotency/react';
+import {
+  EarlierOutcomeUnknownError,
+  type IdempotentCallResult,
+  NewInputNotConfirmedError,
+  useIdempotentMutation,
+  useResumePendingCalls,
+} from '@trpc-idempotency/react';
 import { useRef, useState } from 'react';
 import { useTRPC, useTRPCClient } from '@/client/trpc';
 import type { FaultMode } from '@/network/faultModes';
@@ -87,7 +93,15 @@ export function PaymentsPage(props: {
     const variables = input();
     if (!variables) return;
     setLast({ ...variables, id: 0, key: '', via: 'submit', attempts: 0, replayed: false, outcome: 'pending' });
-    pay.mutate(variables);
+    pay.mutate(variables, {
+      onError: (error) => {
+        // Nothing was sent for this input: the earlier banner asks (not confirmed), or the status says why (unknown).
+        if (error instanceof NewInputNotConfirmedError) setLast(null);
+        if (error instanceof EarlierOutcomeUnknownError) {
+          setLast((previous) => previous && { ...previous, outcome: 'failed', message: error.message });
+        }
+      },
+    });
     // The second copy leaves 20 ms later as its own HTTP request, while the first is in flight: same key.
     if (copies === 2) setTimeout(() => pay.mutate(variables), 20);
   }
@@ -114,8 +128,17 @@ export function PaymentsPage(props: {
           Your earlier payment of {formatCents(pay.idempotency.earlier.variables.amountCents)} (
           {pay.idempotency.earlier.variables.description}){' '}
           {pay.idempotency.earlier.status === 'succeeded'
-            ? `went through (#${pay.idempotency.earlier.data.id}) before the changed one was sent.`
+            ? `went through (#${pay.idempotency.earlier.data.id}).`
             : 'did not go through; the changed one was sent on its own.'}
+          {pay.error instanceof NewInputNotConfirmedError && (
+            <>
+              {' '}
+              The changed one was not sent.{' '}
+              <button type="button" onClick={() => submit(1)} data-testid="pay-as-well">
+                Pay {formatCents(pay.error.variables.amountCents)} as well
+              </button>
+            </>
+          )}
         </p>
       )}
       {props.reloading && (

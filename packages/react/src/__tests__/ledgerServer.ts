@@ -10,12 +10,12 @@ export type Network = (attempt: number, op: Operation) => 'deliver' | 'lose' | '
 
 /**
  * A terminating link that behaves like the idempotent server: the first attempt of a key charges (one
- * ledger row), later ones replay; a changed input under a used key is a 422. Answers can be lost after
- * the commit, as on a dropped connection.
+ * ledger row) or, for an input `declines` names, stores a decline (402); later ones replay; a changed input
+ * under a used key is a 422. Answers can be lost after the commit, as on a dropped connection.
  */
-export function ledgerServer(network: Network = () => 'deliver') {
+export function ledgerServer(network: Network = () => 'deliver', declines: (input: unknown) => boolean = () => false) {
   const ledger: { key: string; input: unknown }[] = [];
-  const stored = new Map<string, { input: string; id: number }>();
+  const stored = new Map<string, { input: string; id: number | null }>();
   const attempts: Operation[] = [];
   const link: TRPCLink<AnyRouter> =
     () =>
@@ -46,12 +46,17 @@ export function ledgerServer(network: Network = () => 'deliver') {
             return;
           }
           if (!entry) {
-            ledger.push({ key, input: op.input });
-            entry = { input, id: ledger.length };
+            if (!declines(op.input)) ledger.push({ key, input: op.input });
+            entry = { input, id: declines(op.input) ? null : ledger.length };
             stored.set(key, entry);
           }
           if (fate === 'lose') {
             observer.error(TRPCClientError.from(new TypeError('Failed to fetch (answer lost)')));
+            return;
+          }
+          if (entry.id === null) {
+            const body = { error: { code: -32002, message: 'card declined', data: { httpStatus: 402 } } };
+            observer.error(TRPCClientError.from(body, { meta: { response: new Response(null, { status: 402 }) } }));
             return;
           }
           const headers = replayed ? { 'idempotent-replayed': 'true' } : undefined;

@@ -1,5 +1,6 @@
 import { callWithIdempotencyContext, type IdempotencyCallInfo, isOutcomeUnknown } from '@trpc-idempotency/client';
 import { EarlierOutcomeUnknownError } from '../earlierOutcomeUnknownError.js';
+import { NewInputNotConfirmedError } from '../newInputNotConfirmedError.js';
 import { fingerprint } from './fingerprint.js';
 
 /** One call of the mutation function, as the app may want to list it. */
@@ -27,6 +28,8 @@ export interface ActionHooks<TData, TVariables> {
   onCallStart?: (call: IdempotentCall<TVariables>) => void;
   onCallSettled?: (call: IdempotentCallResult<TData, TVariables>) => void;
   onEarlierSettled?: (outcome: EarlierOutcome<TData, TVariables>) => void;
+  /** Whether the changed input goes out once the earlier submission is settled. @default its status is 'failed' */
+  confirmNewInput?: (earlier: EarlierOutcome<TData, TVariables>, variables: TVariables) => boolean | Promise<boolean>;
   onNotDelivered?: () => void;
 }
 
@@ -39,6 +42,8 @@ interface Action<TData, TVariables> {
   last?: EarlierOutcome<TData, TVariables>;
   /** The settling under way, shared by every changed-input submission that waits for it (a double click). */
   settling?: Promise<void>;
+  /** Per changed input (by fingerprint), whether it may go out: a double click of it asks once. */
+  confirmations?: Map<string, Promise<boolean>>;
 }
 
 /**
@@ -67,6 +72,8 @@ export class ActionController<TData, TVariables> {
         earlier.settling = undefined;
       });
       await earlier.settling;
+      if (this.#action?.fingerprint !== print && earlier.last)
+        await this.#confirm(earlier, earlier.last, print, variables);
       action = this.#action?.fingerprint === print ? this.#action : undefined;
     }
     if (!action) {
@@ -82,6 +89,24 @@ export class ActionController<TData, TVariables> {
       this.hooks().onKey?.(action.key);
     }
     return this.#send(action, variables, fnContext, mutationFn, false);
+  }
+
+  /** Asks the app whether the changed input goes out now that the earlier submission is settled. */
+  async #confirm(
+    earlier: Action<TData, TVariables>,
+    outcome: EarlierOutcome<TData, TVariables>,
+    print: string,
+    variables: TVariables,
+  ): Promise<void> {
+    earlier.confirmations ??= new Map();
+    let confirmed = earlier.confirmations.get(print);
+    if (!confirmed) {
+      const confirm = this.hooks().confirmNewInput ?? ((settled) => settled.status === 'failed');
+      confirmed = Promise.resolve().then(() => confirm(outcome, variables));
+      earlier.confirmations.set(print, confirmed);
+    }
+    // Declined: nothing new was sent and no key was made; the next submission of this input is a new action.
+    if (!(await confirmed)) throw new NewInputNotConfirmedError(variables, outcome);
   }
 
   #spend(action: Action<TData, TVariables>): void {
