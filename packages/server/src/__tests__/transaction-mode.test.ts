@@ -1,5 +1,5 @@
 import { TRPCError } from '@trpc/server';
-import { CompiledQuery, type Kysely, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../index.js';
 import { makeDialectApp } from './dialect-app.js';
@@ -151,116 +151,6 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
       expect(await payments(`tamper-${how}`)).toBe(1);
     }
     expect(app.control.runs).toBe(4);
-  });
-
-  // Found by the outside review of the completion guard: a raw COMMIT through ctx.idempotency.db committed the
-  // handler's writes and the claim as in_progress, with no result, and the key answered 409 for good.
-  it('refuses statements that would end the call transaction on ctx.idempotency.db, and commits nothing', async () => {
-    const app = makeDialectApp(backend);
-    const texts = ['COMMIT', 'commit work', ' END', 'ROLLBACK', 'BEGIN', 'SELECT 1; COMMIT', '/* c */ COMMIT'];
-    // Texts whose COMMIT only a lexer of the database's own rules finds, and what commits without a transaction
-    // keyword (the rest found by an outside review).
-    if (name === 'mariadb') {
-      // MySQL runs the inside of `/*! … */` and ends `#` comments at the line; DDL and more commit implicitly.
-      await backend.query('CREATE PROCEDURE IF NOT EXISTS rv_commit_proc() BEGIN COMMIT; END');
-      texts.push(
-        'CREATE TABLE rv_implicit_commit (id int)',
-        'SET autocommit = 1',
-        '/*! COMMIT */',
-        '/*!50000 COMMIT */',
-        '/*M! COMMIT */',
-        "# it's done\nCOMMIT",
-        'SET STATEMENT max_statement_time=100 FOR COMMIT',
-        "EXECUTE IMMEDIATE 'COMMIT'",
-        "EXECUTE IMMEDIATE concat('COM', 'MIT')",
-        'CALL rv_commit_proc()',
-        'CHECK TABLE payments',
-        'RESET QUERY CACHE',
-        "SET PASSWORD FOR rv_nobody = PASSWORD('x')",
-        'SET LOCAL autocommit = 1',
-        'SET @rv = 1, autocommit = 1',
-        'SET @@session.`autocommit` = 1',
-        'SET SESSION completion_type = 1',
-        // Outside review, third round: version-gated comments the server skips, and REPEAT.
-        '/*!99999 SELECT */ COMMIT',
-        '/*M!999999 SELECT */ COMMIT',
-        '/*!99999 SELECT 1, */ ROLLBACK',
-        'CREATE /*!99999 TEMPORARY*/ TABLE rv_gated (id int)',
-        'REPEAT COMMIT; UNTIL 1 END REPEAT',
-        'REPEAT SET autocommit=0; UNTIL 1 END REPEAT',
-        // Outside review, fourth round: a default role and a temporary sequence commit too. The check now lets
-        // through only the statements known not to commit; anything else is refused.
-        'SET DEFAULT ROLE NONE',
-        'SET DEFAULT ROLE NONE FOR CURRENT_USER',
-        'CREATE TEMPORARY SEQUENCE IF NOT EXISTS rv_temp_seq',
-        // Fifth round: a temporary table that is a sequence (a copy of one, or declared one) commits as well.
-        'SET SESSION TRANSACTION READ ONLY',
-        'USE mysql',
-        'CREATE TEMPORARY TABLE rv_tt_like LIKE rv_seq',
-        'CREATE OR REPLACE TEMPORARY TABLE IF NOT EXISTS rv_tt_like2 (LIKE rv_seq)',
-        'SET STATEMENT max_statement_time=10 FOR CREATE TEMPORARY TABLE rv_tt_like3 LIKE rv_seq',
-        'CREATE TEMPORARY TABLE rv_tt_seq (next_not_cached_value bigint(21) NOT NULL, minimum_value bigint(21) NOT NULL, maximum_value bigint(21) NOT NULL, start_value bigint(21) NOT NULL, increment bigint(21) NOT NULL, cache_size bigint(21) unsigned NOT NULL, cycle_option tinyint(1) unsigned NOT NULL, cycle_count bigint(21) NOT NULL) SEQUENCE=1',
-      );
-      await backend.query('CREATE SEQUENCE IF NOT EXISTS rv_seq');
-    }
-    if (name === 'pg-fast' || name === 'pg-general' || name === 'pglite') {
-      // Postgres nests block comments and ends a `--` comment at a carriage return too.
-      texts.push('/* /* */ */ COMMIT', '--\rCOMMIT', 'SELECT 1; -- x\rEND');
-      // Fifth round: a session's transaction characteristics outlive the call on its pooled connection.
-      texts.push('SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY', 'SET default_transaction_read_only = on');
-    }
-    if (name === 'pg-fast' || name === 'pg-general') {
-      // Multi-statement texts (node-postgres' simple protocol): a backslash in a standard string is a character, and
-      // `$` continues a name (no dollar quote).
-      texts.push("SELECT '\\'; COMMIT; -- '", 'SELECT 1 AS x$$; COMMIT; SELECT 2 AS y$$');
-      // Outside review, third round: the continuation of an E'…' string on the next line takes escapes too.
-      texts.push("SELECT E''\n'\\'' || '\\'; COMMIT; SELECT 1");
-    }
-    const seen: [string, string, number, unknown][] = [];
-    for (const [i, text] of texts.entries()) {
-      const key = newKey();
-      app.control.afterWrite = (db) => sql.raw(text).execute(db);
-      const outcome = await app
-        .caller(key, `raw-commit-${i}`)
-        .payments.create({ amount: 1 })
-        .then(
-          () => 'succeeded',
-          (error: Error) => error.message,
-        );
-      seen.push([text, outcome, await payments(`raw-commit-${i}`), await keyRow(backend, key)]);
-      await expect.poll(() => backend.idleInTransaction()).toBe(0);
-    }
-    const refused = [expect.stringMatching(/cannot end the call's transaction/), 0, undefined];
-    expect(seen).toEqual(texts.map((text) => [text, ...refused]));
-    // What does not end the transaction still runs: the handler's own savepoints, and text that only mentions it.
-    const key = newKey();
-    app.control.afterWrite = async (db) => {
-      await sql`SAVEPOINT mine`.execute(db);
-      await sql`ROLLBACK TO SAVEPOINT mine`.execute(db);
-      await sql`RELEASE SAVEPOINT mine`.execute(db);
-      await sql`SELECT 'COMMIT; END' AS ${sql.ref('end')}`.execute(db);
-    };
-    await app.caller(key, 'raw-commit').payments.create({ amount: 1 });
-    expect(await payments('raw-commit')).toBe(1);
-    expect((await keyRow(backend, key))?.status).toBe('done');
-  });
-
-  it('checks the text it sends: a query whose sql changes between two reads is refused', async () => {
-    const app = makeDialectApp(backend);
-    const key = newKey();
-    app.control.afterWrite = async (db) => {
-      let reads = 0;
-      const query = Object.defineProperty({ ...CompiledQuery.raw('SELECT 1') }, 'sql', {
-        get: () => (reads++ === 0 ? 'SELECT 1' : 'COMMIT'),
-      });
-      // The text read first is the one checked and the one sent: SELECT 1 runs, COMMIT never does.
-      await db.executeQuery(query);
-      await db.executeQuery(query);
-    };
-    const error = await failure(app.caller(key, 'two-faced').payments.create({ amount: 1 }));
-    expect(error.message).toMatch(/cannot end the call's transaction/);
-    expect(await payments('two-faced')).toBe(0);
-    expect(await keyRow(backend, key)).toBeUndefined();
   });
 
   it.runIf(name === 'pg-fast' || name === 'pg-general')(

@@ -17,6 +17,7 @@ import {
 import { preparedStatementMismatch } from '../store/prepared-statements.js';
 import type { Row, Session, Statement } from '../store/session.js';
 import { committedBefore } from '../store/snapshot.js';
+import { endedTransactionFailure } from './ended-transaction.js';
 
 /** SQLSTATE of a division by zero: the only division in a completion is its guard (see Statements.complete). */
 const CLAIM_LOST = '22012';
@@ -157,6 +158,8 @@ async function runOwned(
     await session.commit(statements);
   } catch (error) {
     event(rt, call, 'released', error);
+    const ended = await endedTransactionFailure(rt, call, error);
+    if (ended) throw ended;
     throw (error as { code?: unknown })?.code === CLAIM_LOST ? claimLostFailure(error) : completionFailure(error);
   }
   if (expiresAt > performance.now())

@@ -7,7 +7,7 @@ import {
   type QueryExecutor,
   Transaction,
 } from 'kysely';
-import { endsTransaction, type SqlFlavor, TransactionControlError } from './transaction-control.js';
+import { startsWithTransactionKeyword, TransactionControlError } from './transaction-keyword.js';
 
 /**
  * Hands out one connection to the handler's queries, one at a time, and refuses once our transaction is over:
@@ -18,13 +18,11 @@ export class SessionConnectionProvider {
   #closed = false;
   #running: Promise<unknown> = Promise.resolve();
 
-  /** Statements that would end the call's transaction, read by `flavor`'s rules, are refused (see `endsTransaction`). */
-  constructor(connection: DatabaseConnection, flavor: SqlFlavor) {
-    // The text checked is the text sent: a query object whose `sql` changed between two reads would pass otherwise.
+  /** A statement that starts with a transaction keyword is refused (see `startsWithTransactionKeyword`). */
+  constructor(connection: DatabaseConnection) {
     const checked = <Q extends CompiledQuery>(query: Q): Q => {
-      const text = query.sql;
-      if (endsTransaction(text, flavor)) throw new TransactionControlError(text);
-      return { ...query, sql: text };
+      if (startsWithTransactionKeyword(query.sql)) throw new TransactionControlError(query.sql);
+      return query;
     };
     this.#connection = {
       executeQuery: (query) => connection.executeQuery(checked(query)),

@@ -8,7 +8,7 @@ import {
 import { type HeldConnection, holdConnection } from './dialects/held-connection.js';
 import { SessionConnectionProvider } from './handler-db.js';
 import { isExecute, noticeLostStatements, type PreparedStatements, prepareOn } from './prepared-statements.js';
-import { CommitRolledBackError, type Row, runThenRollback, type Session } from './session.js';
+import { BEGIN, CommitRolledBackError, type Row, runThenRollback, type Session } from './session.js';
 
 /**
  * The general path: a Kysely controlled transaction, one statement per round trip. Works on every
@@ -28,17 +28,20 @@ export class KyselySession implements Session {
     this.#own = trx.withoutPlugins();
     this.#root = root;
     // The handler's queries keep the app's plugins (CamelCasePlugin, …), on the transaction's connection through a
-    // provider that refuses what would end the transaction.
-    this.#provider = new SessionConnectionProvider(connection, 'postgres');
+    // provider that refuses a transaction keyword.
+    this.#provider = new SessionConnectionProvider(connection);
     this.executor = trx.getExecutor().withConnectionProvider(this.#provider);
   }
 
-  /** BEGIN ISOLATION LEVEL READ COMMITTED through Kysely, then `statements`. */
+  /** BEGIN … READ COMMITTED READ WRITE through Kysely (see BEGIN), then `statements`. */
   static async begin(
     db: Kysely<any>,
     statements: readonly string[],
+    pglite = false,
   ): Promise<{ session: KyselySession; rows: Row[][] }> {
-    const trx = await db.startTransaction().setIsolationLevel('read committed').execute();
+    const trx = await db.startTransaction().setIsolationLevel('read committed').setAccessMode('read write').execute();
+    // Kysely's PGlite driver opens every transaction with a bare BEGIN: the characteristics are said first in it.
+    if (pglite) await trx.executeQuery(CompiledQuery.raw(SET_CHARACTERISTICS, []));
     // A controlled transaction holds one connection until it ends: the handler's provider uses that one.
     const connection = await trx.getExecutor().provideConnection(async (c) => c);
     const session = new KyselySession(trx, db.withoutPlugins(), connection);
@@ -112,12 +115,12 @@ export class JoinedSession implements Session {
     this.#held = held;
     this.#root = root;
     this.#prepared = prepared;
-    this.#provider = new SessionConnectionProvider(held.connection, 'postgres');
+    this.#provider = new SessionConnectionProvider(held.connection);
     // The handler's queries keep the app's plugins (CamelCasePlugin, …).
     this.executor = root.getExecutor().withConnectionProvider(this.#provider);
   }
 
-  /** BEGIN ISOLATION LEVEL READ COMMITTED, then `statements` one by one (their rows are returned). */
+  /** BEGIN, then `statements` one by one (their rows are returned). */
   static async begin(
     db: Kysely<any>,
     statements: readonly string[],
@@ -226,7 +229,7 @@ export class JoinedSession implements Session {
   }
 }
 
-const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED';
+const SET_CHARACTERISTICS = 'SET TRANSACTION ISOLATION LEVEL READ COMMITTED READ WRITE';
 
 function sameRow(row: Row): Row {
   return row;

@@ -2,7 +2,7 @@ import type { CompiledQuery, DatabaseConnection, Kysely, QueryExecutor, QueryRes
 import { SessionConnectionProvider } from './handler-db.js';
 import type { PgClientLike, PgPoolLike, PgResultLike } from './pg-pool-like.js';
 import { isExecute, noticeLostStatements, type PreparedStatements, prepareOn } from './prepared-statements.js';
-import { CommitRolledBackError, type Row, type Session } from './session.js';
+import { BEGIN, CommitRolledBackError, type Row, type Session } from './session.js';
 
 /**
  * The pg fast path: our statements travel as one simple-protocol text per call (the claim with BEGIN, the
@@ -26,7 +26,7 @@ export class PgSession implements Session {
     this.#client = client;
     this.#prepared = prepared;
     client.on?.('error', this.#onError);
-    this.#provider = new SessionConnectionProvider(new PgClientConnection(client), 'postgres');
+    this.#provider = new SessionConnectionProvider(new PgClientConnection(client));
     this.executor = root.getExecutor().withConnectionProvider(this.#provider);
   }
 
@@ -45,7 +45,7 @@ export class PgSession implements Session {
     const session = new PgSession(client, root, prepared);
     try {
       if (prepared && statements.some(isExecute)) await prepareOn(client, (text) => client.query(text), prepared);
-      const rows = await session.#send([...before, 'BEGIN ISOLATION LEVEL READ COMMITTED', ...statements]);
+      const rows = await session.#send([...before, BEGIN, ...statements]);
       rows.splice(before.length, 1);
       return { session, rows };
     } catch (error) {

@@ -1,6 +1,13 @@
 import type { QueryExecutor } from 'kysely';
 import type { Step } from './dialects/step.js';
 
+/**
+ * How every Postgres transaction of ours opens. Each characteristic is said, not inherited from the session: a
+ * handler's `SET SESSION CHARACTERISTICS …` or `SET default_transaction_…` commits with its call and stays on the
+ * pooled connection, where it must not make the next calls' claims read-only or serializable.
+ */
+export const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE';
+
 /** One result row of our own statements. */
 export type Row = Record<string, unknown>;
 

@@ -5,7 +5,7 @@ import type { PgPoolLike } from './pg-pool-like.js';
 import { PgSession } from './pg-session.js';
 import type { PreparedStatements } from './prepared-statements.js';
 import { RenewalClient } from './renewal-client.js';
-import type { Row, Session } from './session.js';
+import { BEGIN, type Row, type Session } from './session.js';
 import { claimedCheck, type RowKey, SAVEPOINT } from './statements.js';
 import type { TableName } from './table-name.js';
 
@@ -103,7 +103,7 @@ export class Store {
         ? await PgSession.begin(this.#pool, this.root, statements, [], this.#prepared)
         : this.#joined
           ? await JoinedSession.begin(this.root, statements)
-          : await KyselySession.begin(this.root, statements);
+          : await KyselySession.begin(this.root, statements, unlock !== undefined);
       return { session: unlock ? new UnlockingSession(opened.session, unlock) : opened.session, rows: opened.rows };
     } catch (error) {
       unlock?.();
@@ -137,7 +137,7 @@ export class Store {
   ): Promise<{ session: Session; rows: Row[][] }> {
     if (!this.#pool) throw new Error('idempotency: commitThenBegin needs the pg fast path');
     // Its own BEGIN … COMMIT: in a multi-statement text, statements ahead of a BEGIN would join its transaction.
-    const opened = await PgSession.begin(this.#pool, this.root, after, ['BEGIN', statement, 'COMMIT']);
+    const opened = await PgSession.begin(this.#pool, this.root, after, [BEGIN, statement, 'COMMIT']);
     return { session: opened.session, rows: [opened.rows[1] ?? [], ...opened.rows.slice(3)] };
   }
 

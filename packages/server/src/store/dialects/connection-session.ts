@@ -1,7 +1,6 @@
 import type { Kysely, QueryExecutor } from 'kysely';
 import { SessionConnectionProvider } from '../handler-db.js';
 import { type Row, runThenRollback, type Session, type Statement } from '../session.js';
-import type { SqlFlavor } from '../transaction-control.js';
 import type { HeldConnection } from './held-connection.js';
 import type { Step } from './step.js';
 
@@ -23,19 +22,17 @@ export class ConnectionSession implements Session {
 
   /**
    * `autocommit` runs a rollback's `after` statements once the connection is given back; `commit` ends the
-   * transaction (SQLite's waits for other connections' readers); `flavor` is whose rules the handler's texts are
-   * read by, to refuse those that would end the transaction (see `endsTransaction`).
+   * transaction (SQLite's waits for other connections' readers).
    */
   constructor(
     held: HeldConnection,
     root: Kysely<any>,
     autocommit: (statements: readonly Statement[]) => Promise<Row[][]>,
     commit: (held: HeldConnection) => Promise<unknown>,
-    flavor: SqlFlavor,
   ) {
     this.#held = held;
     this.#commit = commit;
-    this.#provider = new SessionConnectionProvider(held.connection, flavor);
+    this.#provider = new SessionConnectionProvider(held.connection);
     this.executor = root.getExecutor().withConnectionProvider(this.#provider);
     this.#autocommit = autocommit;
   }

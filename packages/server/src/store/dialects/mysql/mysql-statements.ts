@@ -173,9 +173,12 @@ FROM ${this.#t} AS t WHERE ${this.#where('t', r)}`);
    * when the handler deleted the row or marked it done: the step then throws and the commit never happens.
    */
   complete(r: RowKey, response: string, ttlMs: number): Step {
+    // MariaDB: only inside a transaction. Once the handler's own SQL committed ours, the claim's row is committed
+    // in_progress and the UPDATE would store the result apart, in autocommit: it fails instead, and the call says why
+    // (modes/ended-transaction.ts). MySQL 8 has no such variable (docs/reliability.md, "Trust boundary").
     return completing(
       `UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)}
-WHERE ${this.#where('k', r)} AND k.status = 'in_progress' AND k.token IS NULL`,
+WHERE ${this.#where('k', r)} AND k.status = 'in_progress' AND k.token IS NULL${this.#server.mariadb ? ' AND @@in_transaction = 1' : ''}`,
     );
   }
 

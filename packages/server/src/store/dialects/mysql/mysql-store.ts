@@ -12,6 +12,11 @@ const DEADLOCK = 1213;
 export function isDeadlock(error: unknown): boolean {
   return (error as { errno?: unknown })?.errno === DEADLOCK;
 }
+/**
+ * Opens our transactions READ WRITE: a session's `SET SESSION TRANSACTION READ ONLY`, left on a pooled connection by
+ * a handler's raw SQL, never reaches the next calls' claims (their isolation stays the app's, see MysqlStore).
+ */
+const START = 'START TRANSACTION READ WRITE';
 /** A claim that lost a deadlock is opened again this often before the call answers 409. */
 const DEADLOCK_RETRIES = 3;
 /**
@@ -103,7 +108,7 @@ export class MysqlStore extends ConnectionStore {
 
   begin(statements: readonly Statement[]): Promise<{ session: Session; rows: Row[][] }> {
     return this.#open(async (session, held) => {
-      await held.query('START TRANSACTION');
+      await held.query(START);
       return session.run(statements);
     });
   }
@@ -130,7 +135,7 @@ export class MysqlStore extends ConnectionStore {
       }
       committed();
       const checked = await session.run(after);
-      await held.query('START TRANSACTION');
+      await held.query(START);
       return [claimed, ...checked];
     });
   }
@@ -142,13 +147,11 @@ export class MysqlStore extends ConnectionStore {
     await this.ready();
     for (let attempt = 1; ; attempt++) {
       const held = await this.hold();
-      // MySQL commits implicitly before DDL: the handler may not send that either.
       const session = new ConnectionSession(
         held,
         this.#db,
         (after) => this.autocommit(after),
         (h) => h.query('COMMIT'),
-        'mysql',
       );
       let again = attempt < DEADLOCK_RETRIES;
       try {

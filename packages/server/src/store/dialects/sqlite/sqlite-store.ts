@@ -96,7 +96,6 @@ export class SqliteStore extends ConnectionStore {
       this.#db,
       (after) => this.autocommit(after),
       (h) => this.#commit(h),
-      'sqlite',
     );
     try {
       return { session, rows: await session.run(statements) };
