@@ -60,7 +60,10 @@ describe('round trips per call', () => {
     counting.sent.length = 0;
     await app.caller('rt-fast', 'rt').payments.create({ amount: 1 });
     expect(counting.sent).toHaveLength(3); // claim batch, the handler's INSERT, completion batch
-    expect(counting.sent[0]).toMatch(/^BEGIN[^;]*;\nEXECUTE trpc_idempotency_claim_\w+\(E'user:rt', E'rt-fast', /);
+    // The app's statement_timeout is lifted for the claim (put back by its RETURNING): only `wait` bounds it.
+    expect(counting.sent[0]).toMatch(
+      /^BEGIN[^;]*;\nSELECT set_config\('statement_timeout'[^;]*;\nEXECUTE trpc_idempotency_claim_\w+\(E'user:rt', E'rt-fast', /,
+    );
     // The completion, guarded: it fails unless it updated this transaction's claim.
     expect(counting.sent[2]).toMatch(
       /^RELEASE SAVEPOINT \w+;\nWITH done AS \(UPDATE [\s\S]*status = 'in_progress' AND token IS NULL RETURNING 1\)\nSELECT 1 \/ [^;]*;\nCOMMIT$/,

@@ -13,7 +13,7 @@ import {
 import { utf8Bytes } from '../serialize/utf8-bytes.js';
 import { createHandlerDb } from '../store/handler-db.js';
 import type { Session } from '../store/session.js';
-import { isLockTimeout, isStoreUnavailable, isUndefinedTable } from '../store/store-errors.js';
+import { isCancelled, isLockTimeout, isStoreUnavailable, isUndefinedTable } from '../store/store-errors.js';
 import type { Call, IdempotencyContext, MiddlewareResultLike, NextFn, Runtime } from './call.js';
 import { downstreamKey } from './downstream-key.js';
 
@@ -129,7 +129,7 @@ export function responseTooLarge(rt: Runtime, call: Call, bytes: number, error?:
 
 /** Maps a failure of the claim (nothing of the handler ran yet) to what the client should see. */
 export function claimFailure(rt: Runtime, call: Call, error: unknown): TRPCError {
-  if (isLockTimeout(error)) return conflict(rt, call);
+  if (isLockTimeout(error) || isCancelled(error)) return conflict(rt, call);
   if (isStoreUnavailable(error)) {
     if (call.form === 'single') setRetryAfter(call.ctx, RETRY_AFTER_MS);
     return toTRPCError(

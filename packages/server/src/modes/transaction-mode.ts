@@ -85,7 +85,7 @@ async function claimKey(
   const claim = takeOver ? sql.takeOverTransaction(values, waitMs) : sql.claimTransaction(values, waitMs);
   // The row's expiry counts from the claim by the database's clock: on ours, no earlier than from now.
   const sentAt = performance.now();
-  const joined = store.beginClaim?.([claim, sql.savepoint()], call);
+  const joined = store.beginClaim?.([...claim, sql.savepoint()], call);
   if (joined) {
     // The general path on node-postgres: claim and savepoint in one round trip, ownership told by a check.
     const { session, owned } = await joined;
@@ -93,8 +93,8 @@ async function claimKey(
     const readAt = performance.now();
     return { existing: (await session.finish([sql.select(call)]))[0]?.[0], readAt };
   }
-  const { session, rows } = await store.begin(store.pipelined ? [claim, sql.savepoint()] : [claim]);
-  const owned = rows[0]?.[0];
+  const { session, rows } = await store.begin(store.pipelined ? [...claim, sql.savepoint()] : claim);
+  const owned = rows[claim.length - 1]?.[0];
   if (owned?.expires_ms == null) {
     // The row's expiry is read relative to the database's clock and counted on ours from before the read.
     const readAt = performance.now();

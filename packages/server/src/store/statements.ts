@@ -15,8 +15,12 @@ export interface ClaimValues extends RowKey {
   ttlMs: number;
 }
 
-/** Transaction-local settings: the caller's lock_timeout while ours bounds a claim, and the claim's snapshot. */
+/**
+ * Transaction-local settings: the caller's lock_timeout and statement_timeout while ours bound a claim, and the
+ * claim's snapshot.
+ */
 const SAVED_LOCK_TIMEOUT = 'trpc_idempotency.saved_lock_timeout';
+const SAVED_STATEMENT_TIMEOUT = 'trpc_idempotency.saved_statement_timeout';
 const CLAIM_SNAPSHOT = 'trpc_idempotency.claim_snapshot';
 
 /** Name of the savepoint a transaction-mode claim sets, so a stored error can drop the handler's writes. */
@@ -92,7 +96,17 @@ function firstValue(setting: string, value: string): string {
   return `coalesce(nullif(current_setting('${setting}', true), ''), ${value})`;
 }
 
-const RESTORE_LOCK_TIMEOUT = `set_config('lock_timeout', current_setting('${SAVED_LOCK_TIMEOUT}'), true) AS lock_timeout_restored`;
+const RESTORE_TIMEOUTS = `set_config('lock_timeout', current_setting('${SAVED_LOCK_TIMEOUT}'), true) AS lock_timeout_restored,
+  set_config('statement_timeout', current_setting('${SAVED_STATEMENT_TIMEOUT}'), true) AS statement_timeout_restored`;
+
+/**
+ * Sent just before a bounded claim: keeps the caller's statement_timeout aside and lifts it, so that only `wait`
+ * (lock_timeout) bounds the claim's wait for a running original, however low the app set its statement_timeout.
+ * Postgres arms a statement's timeout as the statement starts (each statement of a multi-statement text anew,
+ * since Postgres 13), so the claim cannot lift it itself; the claim's RETURNING puts it back (RESTORE_TIMEOUTS)
+ * before the handler runs. A claim that finds the key taken ends its transaction, and with it the setting.
+ */
+const LIFT_STATEMENT_TIMEOUT = `SELECT set_config('statement_timeout', CASE WHEN set_config('${SAVED_STATEMENT_TIMEOUT}', current_setting('statement_timeout'), true) IS NULL THEN NULL ELSE '0' END, true) AS statement_timeout_lifted`;
 
 /**
  * The SQL text of every statement the modes run, with values embedded as escaped literals (see sql-literal.ts:
@@ -122,16 +136,20 @@ export class Statements {
 
   /**
    * Transaction-mode claim: inserts the row as in_progress. A concurrent uncommitted claim of the same key makes
-   * it wait until that one commits or rolls back (bounded by `lockTimeoutMs`). Returns `expires_ms` only when this
-   * call now owns the key; without a row, read the row with `select`.
+   * it wait until that one commits or rolls back (bounded by `lockTimeoutMs`, and by nothing else: see
+   * LIFT_STATEMENT_TIMEOUT). The last statement returns `expires_ms` only when this call now owns the key; without
+   * a row, read the row with `select`.
    */
-  claimTransaction(v: ClaimValues, lockTimeoutMs?: number): string {
+  claimTransaction(v: ClaimValues, lockTimeoutMs?: number): string[] {
     const values = [literal(v.scope), literal(v.key), literal(v.fingerprint), literal(v.path)];
-    if (lockTimeoutMs === undefined) return this.#claimSql(values, int(v.ttlMs), undefined);
+    if (lockTimeoutMs === undefined) return [this.#claimSql(values, int(v.ttlMs), undefined)];
     if (this.#prepared?.enabled) {
-      return `EXECUTE ${this.#claimName}(${values.join(', ')}, ${int(v.ttlMs)}, ${waitMs(lockTimeoutMs)})`;
+      return [
+        LIFT_STATEMENT_TIMEOUT,
+        `EXECUTE ${this.#claimName}(${values.join(', ')}, ${int(v.ttlMs)}, ${waitMs(lockTimeoutMs)})`,
+      ];
     }
-    return this.#claimSql(values, int(v.ttlMs), waitLiteral(lockTimeoutMs));
+    return [LIFT_STATEMENT_TIMEOUT, this.#claimSql(values, int(v.ttlMs), waitLiteral(lockTimeoutMs))];
   }
 
   /** `claimTransaction` over SQL expressions; `timeout` (a lock_timeout value) bounds the wait when given. */
@@ -140,21 +158,23 @@ export class Statements {
 SELECT ${values.join(', ')}, 'in_progress',
   clock_timestamp(), ${fromNowSql(ttlMs)}${timeout !== undefined ? `\nWHERE ${boundLockWaitSql(timeout)}` : ''}
 ON CONFLICT (scope, key) DO NOTHING
-RETURNING ${EXPIRES_MS}${timeout !== undefined ? `, ${RESTORE_LOCK_TIMEOUT}` : ''}`;
+RETURNING ${EXPIRES_MS}${timeout !== undefined ? `, ${RESTORE_TIMEOUTS}` : ''}`;
   }
 
   /**
    * Transaction mode, after `claimTransaction` found an expired row: opens a new transaction's claim by taking the
    * row over if it still is expired and free (waiting, bounded, for a concurrent taker's transaction; Postgres
-   * re-checks the condition on the row's latest version). Returns `expires_ms` when this call now owns the key.
+   * re-checks the condition on the row's latest version). The last statement returns `expires_ms` when this call
+   * now owns the key.
    */
-  takeOverTransaction(v: ClaimValues, lockTimeoutMs?: number): string {
+  takeOverTransaction(v: ClaimValues, lockTimeoutMs?: number): string[] {
     const bounded = lockTimeoutMs !== undefined;
-    return `UPDATE ${this.#t} AS k SET fingerprint = ${literal(v.fingerprint)}, path = ${literal(v.path)},
+    const update = `UPDATE ${this.#t} AS k SET fingerprint = ${literal(v.fingerprint)}, path = ${literal(v.path)},
   status = 'in_progress', token = NULL, locked_until = NULL, response = NULL,
   created_at = clock_timestamp(), expires_at = ${fromNow(v.ttlMs)}
 WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND ${expiredAndFree('k')}${bounded ? ` AND ${boundLockWaitSql(waitLiteral(lockTimeoutMs))}` : ''}
-RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_LOCK_TIMEOUT}` : ''}`;
+RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_TIMEOUTS}` : ''}`;
+    return bounded ? [LIFT_STATEMENT_TIMEOUT, update] : [update];
   }
 
   /** Lease-mode claim (autocommit): inserts the row as in_progress with a lease and fencing token. */

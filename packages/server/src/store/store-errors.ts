@@ -74,6 +74,16 @@ export function isLockTimeout(error: unknown): boolean {
   );
 }
 
+/**
+ * The statement was cancelled: Postgres `query_canceled` (a statement timeout, a cancel request); MariaDB's
+ * max_statement_time (1969), MySQL's max_execution_time (3024), a KILL QUERY (1317). At the claim nothing of the
+ * handler ran: the call answers 409 like a lock timeout. A handler's own cancelled statement is the handler's error.
+ */
+export function isCancelled(error: unknown): boolean {
+  const { code, errno } = (error ?? {}) as { code?: unknown; errno?: unknown };
+  return code === '57014' || errno === 1969 || errno === 3024 || errno === 1317;
+}
+
 /** `migrate()` was not run: Postgres `undefined_table`, MySQL 1146, SQLite "no such table". */
 export function isUndefinedTable(error: unknown): boolean {
   const { code, errno, message } = (error ?? {}) as { code?: unknown; errno?: unknown; message?: unknown };

@@ -80,19 +80,19 @@ export class MysqlStatements implements StatementSet {
     this.#server = server;
   }
 
-  claimTransaction(v: ClaimValues, lockTimeoutMs?: number): Step {
+  claimTransaction(v: ClaimValues, lockTimeoutMs?: number): Step[] {
     const insert = `INSERT INTO ${this.#t} (scope, \`key\`, fingerprint, path, status, created_at, expires_at)
 VALUES (${hexText(v.scope, MAX_SCOPE_BYTES)}, ${hexText(v.key)}, ${hexText(v.fingerprint)}, ${hexText(v.path)}, 'in_progress',
   ${NOW_MS}, ${NOW_MS} + ${int(v.ttlMs)})`;
-    return this.#insertClaim(insert, v.ttlMs, lockTimeoutMs);
+    return [this.#insertClaim(insert, v.ttlMs, lockTimeoutMs)];
   }
 
-  takeOverTransaction(v: ClaimValues, lockTimeoutMs?: number): Step {
+  takeOverTransaction(v: ClaimValues, lockTimeoutMs?: number): Step[] {
     const update = `UPDATE ${this.#t} AS k SET k.fingerprint = ${hexText(v.fingerprint)}, k.path = ${hexText(v.path)},
   k.status = 'in_progress', k.token = NULL, k.locked_until = NULL, k.response = NULL,
   k.created_at = ${NOW_MS}, k.expires_at = ${NOW_MS} + ${int(v.ttlMs)}
 WHERE ${this.#where('k', v)} AND ${expiredAndFree('k')}`;
-    return this.#updateClaim(update, v.ttlMs, lockTimeoutMs);
+    return [this.#updateClaim(update, v.ttlMs, lockTimeoutMs)];
   }
 
   /**
@@ -335,12 +335,15 @@ FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`,
   /**
    * Runs `statement` with its lock wait bounded by `ms`: on MariaDB within the statement (`SET STATEMENT … FOR`),
    * on MySQL 8 by setting the session's timeout around it (MySQL's minimum is 1 s) and putting the old one back,
-   * so `wait` never bounds the handler's own locks.
+   * so `wait` never bounds the handler's own locks. Only `wait` bounds it: MariaDB's max_statement_time is lifted for
+   * the statement, and MySQL 8's max_execution_time applies to read-only SELECTs, never to a claim.
    */
   async #bounded(c: StepConnection, statement: string, ms: number | undefined) {
     if (ms === undefined) return c.query(statement);
     if (this.#server.mariadb) {
-      return c.query(`SET STATEMENT innodb_lock_wait_timeout = ${lockWaitSeconds(ms)} FOR ${statement}`);
+      return c.query(
+        `SET STATEMENT innodb_lock_wait_timeout = ${lockWaitSeconds(ms)}, max_statement_time = 0 FOR ${statement}`,
+      );
     }
     const seconds = lockWaitSeconds(Math.max(ms, 1));
     await c.query(

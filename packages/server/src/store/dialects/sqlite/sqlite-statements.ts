@@ -39,28 +39,32 @@ export class SqliteStatements implements StatementSet {
     this.#t = sqliteTable(table);
   }
 
-  claimTransaction(v: ClaimValues, lockTimeoutMs?: number): Step {
-    return withWait(
-      plain(
-        `INSERT INTO ${this.#t} (scope, key, fingerprint, path, status, created_at, expires_at)
+  claimTransaction(v: ClaimValues, lockTimeoutMs?: number): Step[] {
+    return [
+      withWait(
+        plain(
+          `INSERT INTO ${this.#t} (scope, key, fingerprint, path, status, created_at, expires_at)
 VALUES (?, ?, ?, ?, 'in_progress', ${NOW_MS}, ${NOW_MS} + ${int(v.ttlMs)})
 ON CONFLICT (scope, key) DO NOTHING RETURNING expires_at AS expires_ms`,
-        [text(v.scope), text(v.key), v.fingerprint, text(v.path)],
+          [text(v.scope), text(v.key), v.fingerprint, text(v.path)],
+        ),
+        lockTimeoutMs,
       ),
-      lockTimeoutMs,
-    );
+    ];
   }
 
-  takeOverTransaction(v: ClaimValues, lockTimeoutMs?: number): Step {
-    return withWait(
-      plain(
-        `UPDATE ${this.#t} AS k SET fingerprint = ?, path = ?, status = 'in_progress', token = NULL, locked_until = NULL,
+  takeOverTransaction(v: ClaimValues, lockTimeoutMs?: number): Step[] {
+    return [
+      withWait(
+        plain(
+          `UPDATE ${this.#t} AS k SET fingerprint = ?, path = ?, status = 'in_progress', token = NULL, locked_until = NULL,
   response = NULL, created_at = ${NOW_MS}, expires_at = ${NOW_MS} + ${int(v.ttlMs)}
 WHERE k.scope = ? AND k.key = ? AND ${expiredAndFree('k')} RETURNING expires_at AS expires_ms`,
-        [v.fingerprint, text(v.path), text(v.scope), text(v.key)],
+          [v.fingerprint, text(v.path), text(v.scope), text(v.key)],
+        ),
+        lockTimeoutMs,
       ),
-      lockTimeoutMs,
-    );
+    ];
   }
 
   /** `deadline` (the call's, performance.now() ms) bounds the wait for the write lock: `wait`, not more. */
