@@ -7,6 +7,7 @@ export {
 export { type IdempotencyErrorData, idempotencyErrorFormatter } from './errors/error-formatter.js';
 export { DEFAULT_STORED_ERROR_CODES, type StoreErrorsOption } from './errors/error-policy.js';
 export { IdempotencyError, type IdempotencyReason, isIdempotencyError } from './errors/idempotency-error.js';
+export { StoredErrorCause } from './errors/stored-error-cause.js';
 export type { IdempotencyEvent, IdempotencyEventType } from './events.js';
 export type { IdempotencyContext } from './middleware/call.js';
 export type { IdempotencyMode, IdempotencyOptions } from './options.js';

@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { AnyRouter } from '@trpc/server';
 import { createHTTPServer } from '@trpc/server/adapters/standalone';
@@ -6,9 +6,10 @@ import { createIdempotency, type IdempotencyOptions } from '@trpc-idempotency/se
 import type { Kysely } from 'kysely';
 import { countRows } from '../harness/backends.ts';
 
-/** The context of the replay tests' servers: the request (its headers carry the key) and the caller. */
+/** The context of the replay tests' servers: the request (its headers carry the key), the response, the caller. */
 export interface ReplayContext {
   req: IncomingMessage;
+  res: ServerResponse;
   user: string;
 }
 
@@ -27,7 +28,7 @@ export async function idempotencyOn(db: Kysely<any>, options: Partial<Idempotenc
 export async function listen(router: AnyRouter) {
   const server = createHTTPServer({
     router,
-    createContext: ({ req }): ReplayContext => ({ req, user: String(req.headers['x-user'] ?? 'u1') }),
+    createContext: ({ req, res }): ReplayContext => ({ req, res, user: String(req.headers['x-user'] ?? 'u1') }),
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   return {

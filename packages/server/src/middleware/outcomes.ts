@@ -4,6 +4,7 @@ import { IdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
 import { markKeyAnswer } from '../errors/key-answer.js';
 import type { IdempotencyEventType } from '../events.js';
 import { markReplayed, setRetryAfter } from '../http/response-headers.js';
+import { causeToStore } from '../serialize/stored-cause.js';
 import {
   decodeStoredResponse,
   encodeStoredResponse,
@@ -222,8 +223,12 @@ export function responseToStore(rt: Runtime, result: MiddlewareResultLike): stri
   const { serializer, storeErrors } = rt.options;
   if (result.ok) return encodeStoredResponse({ ok: true, data: result.data }, serializer);
   if (!shouldStoreError(result.error, storeErrors)) return undefined;
-  return encodeStoredResponse(
-    { ok: false, error: { code: result.error.code, message: result.error.message } },
-    serializer,
-  );
+  const error = { code: result.error.code, message: result.error.message };
+  // The cause's fields, for the app's errorFormatter on replays; left out when they do not fit, never refused.
+  const cause = causeToStore(result.error.cause, serializer);
+  if (cause) {
+    const text = encodeStoredResponse({ ok: false, error: { ...error, cause } }, serializer);
+    if (oversizedBytes(rt, text) === undefined) return text;
+  }
+  return encodeStoredResponse({ ok: false, error }, serializer);
 }

@@ -1,14 +1,20 @@
 import { TRPCError } from '@trpc/server';
 import type { TRPC_ERROR_CODE_KEY } from '@trpc/server/rpc';
+import type { StoredErrorCause } from '../errors/stored-error-cause.js';
 import { DeferredValueError, findDeferred } from './deferred-values.js';
 import { defaultSerializer, type Serializer } from './serializer.js';
+import { restoreCause, type StoredCause } from './stored-cause.js';
 
-/** What a completed call left behind: its result, or the deterministic error it threw. */
+/**
+ * What a completed call left behind: its result, or the deterministic error it threw. Storing, an error's `cause`
+ * is what `causeToStore` made of it; read back, the replayed cause (absent from rows of older versions).
+ */
 export type StoredOutcome =
   | { ok: true; data: unknown }
-  | { ok: false; error: { code: TRPC_ERROR_CODE_KEY; message: string } };
+  | { ok: false; error: { code: TRPC_ERROR_CODE_KEY; message: string; cause?: StoredCause | StoredErrorCause } };
 
-// Bumped if the envelope ever changes, so rows written by an older version are still read correctly.
+// Bumped if the envelope ever changes, so rows written by an older version are still read correctly. An error's
+// `cause` was added without a bump: older versions read such a row and ignore it (a rolling deploy keeps working).
 const FORMAT_VERSION = 1;
 
 /**
@@ -24,8 +30,8 @@ export function encodeStoredResponse(outcome: StoredOutcome, serializer: Seriali
       throw new UnstorableResultError(error);
     }
   }
-  const { code, message } = outcome.error;
-  return JSON.stringify({ v: FORMAT_VERSION, ok: false, error: { code, message } });
+  const { code, message, cause } = outcome.error;
+  return JSON.stringify({ v: FORMAT_VERSION, ok: false, error: cause ? { code, message, cause } : { code, message } });
 }
 
 /** A result the serializer could not turn into stored text that reads back: the call fails, nothing commits. */
@@ -93,13 +99,16 @@ export function decodeStoredResponse(text: string, serializer: Serializer): Stor
   if (e.v !== FORMAT_VERSION) throw corrupt(`unknown format version ${JSON.stringify(e.v)}`);
   if (e.ok === true) return { ok: true, data: serializer.deserialize(e.data) };
   if (e.ok !== false) throw corrupt('no ok flag');
-  const error = e.error as { code?: unknown; message?: unknown } | null | undefined;
+  const error = e.error as { code?: unknown; message?: unknown; cause?: unknown } | null | undefined;
   if (typeof error?.code !== 'string' || typeof error.message !== 'string') throw corrupt('malformed error');
-  return { ok: false, error: { code: error.code as TRPC_ERROR_CODE_KEY, message: error.message } };
+  const code = error.code as TRPC_ERROR_CODE_KEY;
+  const cause = error.cause === undefined ? undefined : restoreCause(error.cause, serializer);
+  return { ok: false, error: cause ? { code, message: error.message, cause } : { code, message: error.message } };
 }
 
 /** Hands a stored outcome back to tRPC: the data, or the stored error thrown again. */
 export function replayOutcome(outcome: StoredOutcome): unknown {
   if (outcome.ok) return outcome.data;
-  throw new TRPCError({ code: outcome.error.code, message: outcome.error.message });
+  const { code, message, cause } = outcome.error;
+  throw new TRPCError({ code, message, cause });
 }
