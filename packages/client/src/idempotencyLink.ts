@@ -25,6 +25,11 @@ import type { IdempotencyCallInfo } from './types.js';
  */
 export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLinkOptions<TRouter>): TRPCLink<TRouter> {
   const o = resolveOptions(opts as Omit<typeof opts, 'procedures'> & { procedures: readonly string[] | 'all' });
+  /**
+   * Keys whose last call ended with its outcome unknown: a "try again" with such a key starts unanswered, so a
+   * refusal that says nothing of the key (a 401 on its first attempt) cannot settle what the earlier call did.
+   */
+  const unknownKeys = new Set<string>();
   return () =>
     ({ op, next }) => {
       if (op.type !== 'mutation' || !o.isGuarded(op.path)) return next(op);
@@ -67,7 +72,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         let finished = false;
         // Set once an attempt ended without an answer (it may have run): from then on only the key's own answer
         // (a result, a stored or replayed error, a payload_mismatch) ends the call's unknown outcome.
-        let unanswered = false;
+        let unanswered = unknownKeys.has(key) || op.context.idempotencyOutcomeUnknown === true;
         let identity: unknown;
         try {
           identity = o.identity?.();
@@ -97,7 +102,10 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           if (finished) return;
           settle(error);
           const clientError = TRPCClientError.from(error as Error);
-          if (unanswered && !isKeyAnswer(clientError)) markOutcomeUnknown(clientError);
+          const answer = isKeyAnswer(clientError);
+          if (unanswered && !answer) markOutcomeUnknown(clientError);
+          if (!answer && (unanswered || classifyError(clientError, Date.now()).retry)) unknownKeys.add(key);
+          else unknownKeys.delete(key);
           observer.error(clientError);
         };
 
@@ -106,6 +114,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           context: OperationContext,
         ) => {
           answered();
+          unknownKeys.delete(key);
           info.replayed = wasReplayed(envelope.context, context);
           // Settled before passing the result on: the caller may unsubscribe as soon as it has it.
           settle();

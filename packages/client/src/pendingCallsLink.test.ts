@@ -577,7 +577,8 @@ describe('resume', () => {
     await store.put('default', { key: 'declined', path: 'pay', input: '{"n":1}', firstSentAt: now });
     await store.put('default', { key: 'offline', path: 'pay', input: '{"n":2}', firstSentAt: now + 1 });
     const { client, pending } = setup(
-      (_, op) => (op.context.idempotencyKey === 'declined' ? { status: 402 } : lost),
+      // The decline is the key's stored error, as the server's formatter marks it.
+      (_, op) => (op.context.idempotencyKey === 'declined' ? { status: 402, keyAnswer: true } : lost),
       {},
       storage,
     );
@@ -587,6 +588,16 @@ describe('resume', () => {
       ['offline', 'unknown'],
     ]);
     expect((await store.list('default')).map((c) => c.key)).toEqual(['offline']);
+  });
+
+  test('a resumed call refused with an answer that is not the key’s (a 401: still signed out) stays unknown and kept', async () => {
+    const storage = memoryAsyncStorage();
+    const store = asyncStorageStore(storage);
+    await store.put('default', { key: 'k-401', path: 'pay', input: '{"n":1}', firstSentAt: Date.now() });
+    const { client, pending } = setup(() => ({ status: 401 }), {}, storage);
+    const [resumed] = await pending.resume(client);
+    expect(resumed?.status).toBe('unknown');
+    expect((await store.list('default')).map((c) => c.key)).toEqual(['k-401']);
   });
 
   test("calls are per user: one user's are neither resumed nor cleared for another", async () => {

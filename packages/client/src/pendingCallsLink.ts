@@ -278,7 +278,13 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
           if (finished) return;
           const sent: Operation = {
             ...op,
-            context: { ...context, idempotencyKey: key, idempotencyFirstSentAt: firstSentAt },
+            context: {
+              ...context,
+              idempotencyKey: key,
+              idempotencyFirstSentAt: firstSentAt,
+              // An earlier page load's call may have run: only the key's own answer can settle it.
+              ...(resent && { idempotencyOutcomeUnknown: true }),
+            },
           };
           subscription = next(sent).subscribe({
             next(envelope) {

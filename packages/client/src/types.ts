@@ -45,5 +45,10 @@ declare module '@trpc/client' {
     idempotencyKey?: string;
     /** Filled in by `idempotencyLink` with the call's attempts and replay flag. */
     idempotencyInfo?: IdempotencyCallInfo;
+    /**
+     * The key may already have run: an earlier send's outcome is unknown (`pendingCallsLink` sets it when it
+     * re-sends a stored call). A refusal that says nothing of the key then leaves the outcome unknown.
+     */
+    idempotencyOutcomeUnknown?: boolean;
   }
 }

@@ -82,6 +82,19 @@ describe('a lost answer, then an answer that is not the key’s', () => {
     });
   }
 
+  test('a "try again" with the key, refused 401 on its first attempt, still leaves the outcome unknown', async () => {
+    lostThen('session-ended');
+    const client = createTestClient(server.url, { link: { attempts: 1 } });
+    const info = newInfo();
+    const lost = await failureOf(client.payments.create.mutate({ amount: 5 }, { context: { idempotencyInfo: info } }));
+    expect([statusOf(lost), isOutcomeUnknown(lost)]).toEqual([undefined, true]);
+    const again = await failureOf(
+      client.payments.create.mutate({ amount: 5 }, { context: { idempotencyKey: info.key! } }),
+    );
+    expect([statusOf(again), isOutcomeUnknown(again)]).toEqual([401, true]);
+    expect((await app.rowsPerKey()).get(info.key!)).toBe(1);
+  });
+
   test('with httpBatchStreamLink too: a 401 after a lost answer is unknown, the key’s stored error is not', async () => {
     const client = createTestClient(server.url, { batch: 'stream' });
     lostThen('session-ended');

@@ -141,4 +141,32 @@ describe('the history checker', () => {
     h.calls.push(call([ok('r1')], { epoch: 1 }));
     expect(rules(h)).toEqual(['different-answers', 'foreign-answer']);
   });
+
+  it("catches a call reported definitively failed whose key committed: the answer that ended it was not the key's", () => {
+    const h = healthy();
+    h.calls.push(call([noAnswer(undefined, 'fetch failed'), noAnswer(401, 'UNAUTHORIZED')], { reported: 'unknown' }));
+    expect(rules(h)).toEqual([]);
+    h.calls[2]!.reported = 'failed';
+    const [violation] = checkHistory(h).violations;
+    expect(violation?.rule).toBe('failed-but-committed');
+    expect(violation?.history).toContain('reported failed');
+    // A definitive failure of a key that committed nothing (a first attempt refused 401) is the truth.
+    h.effects = [];
+    expect(rules(h)).toEqual([]);
+  });
+
+  it('catches one action committed under two keys (the user paid again after a wrong "failed")', () => {
+    const payAgain = (scope: string) => {
+      const h = healthy();
+      h.calls[0]!.action = 'order-1';
+      h.calls.push(call([ok('r2', scope)], { scope, key: 'k2', action: 'order-1', reported: 'succeeded' }));
+      h.executions.push({ scope, key: 'k2', run: 'r2' });
+      h.effects.push({ scope, key: 'k2', run: 'r2' });
+      return h;
+    };
+    const [violation] = checkHistory(payAgain('user:a')).violations;
+    expect([violation?.rule, violation?.key]).toEqual(['action-twice', 'k1, k2']);
+    // Another user's action of the same name is theirs.
+    expect(rules(payAgain('user:b'))).toEqual([]);
+  });
 });

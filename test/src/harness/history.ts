@@ -18,6 +18,12 @@
  * - `one-outcome-two-inputs`: a result was given to calls whose inputs differ (a fingerprint collision).
  * - `stuck`: nothing is left in progress once the run has settled.
  *
+ * And the client's view, for runs that record it (each call's `reported` verdict and the user `action` it serves):
+ *
+ * - `failed-but-committed`: no call is reported definitively failed (the key spent, the user free to pay again
+ *   under a new key) while its key committed an effect: the answer that ended it was not the key's.
+ * - `action-twice`: one user action (its calls, whatever their keys) commits at most one effect.
+ *
  * Nothing here knows SQL, HTTP or a dialect: the recorders in history-recording.ts and history-database.ts fill it.
  */
 
@@ -54,6 +60,13 @@ export interface CallRecord {
   attempts: Attempt[];
   /** Which life of the key the call belongs to: a key that expired and was used again starts a new epoch. */
   epoch?: number;
+  /**
+   * What the client told the app when the call last ended: `unknown` (`isOutcomeUnknown`: send it again with its
+   * key), `failed` (definitive: the key is spent) or `succeeded`. Absent for runs that do not record it.
+   */
+  reported?: 'succeeded' | 'failed' | 'unknown';
+  /** The user action the call serves: after a definitive failure the user tries again under a new key. */
+  action?: string;
 }
 
 /** One handler execution, as a server reported it when the handler started. */
@@ -106,7 +119,9 @@ export type Rule =
   | 'cross-scope'
   | 'foreign-answer'
   | 'one-outcome-two-inputs'
-  | 'stuck';
+  | 'stuck'
+  | 'failed-but-committed'
+  | 'action-twice';
 
 export interface Violation {
   rule: Rule;
@@ -192,6 +207,7 @@ export function checkHistory(history: History): HistoryVerdict {
   for (const s of globalStuck) {
     violations.push({ rule: 'stuck', scope: s.scope, key: '*', message: s.detail, history: s.detail });
   }
+  checkActions(groups, violations);
   return { counts: countHistory(history, groups.size), violations };
 }
 
@@ -243,6 +259,37 @@ function checkKey(
     flag('one-outcome-two-inputs', `one key answered ${resultInputs.size} different inputs with a result`);
   }
   for (const s of g.stuck) flag('stuck', s.detail);
+  if (g.effects.length > 0) {
+    for (const c of g.calls.filter((c) => c.reported === 'failed')) {
+      flag(
+        'failed-but-committed',
+        `a call of input ${c.input} was reported definitively failed, but its key committed`,
+      );
+    }
+  }
+}
+
+/** `action-twice`: the effects of every key whose calls serve one action, counted together per scope. */
+function checkActions(groups: Map<string, KeyRecord>, violations: Violation[]): void {
+  const actions = new Map<string, KeyRecord[]>();
+  for (const g of groups.values()) {
+    const action = g.calls.find((c) => c.action !== undefined)?.action;
+    if (action === undefined) continue;
+    const id = JSON.stringify([g.scope, action]);
+    actions.set(id, [...(actions.get(id) ?? []), g]);
+  }
+  for (const keys of actions.values()) {
+    const effects = keys.reduce((n, g) => n + g.effects.length, 0);
+    if (effects <= 1) continue;
+    const [first] = keys as [KeyRecord];
+    violations.push({
+      rule: 'action-twice',
+      scope: first.scope,
+      key: keys.map((g) => g.key).join(', '),
+      message: `action ${first.calls[0]?.action} committed ${effects} effects under ${keys.length} keys`,
+      history: keys.map(describeKey).join('\n'),
+    });
+  }
 }
 
 function countHistory(history: History, keys: number): HistoryCounts {
@@ -264,7 +311,8 @@ function countHistory(history: History, keys: number): HistoryCounts {
 function describeKey(g: KeyRecord): string {
   const lines = [`${g.scope} ${JSON.stringify(g.key)}${g.epoch ? ` (epoch ${g.epoch})` : ''}`];
   g.calls.forEach((c, i) => {
-    lines.push(`  call ${i + 1} input ${c.input}`);
+    const client = [c.action && `action ${c.action}`, c.reported && `reported ${c.reported}`].filter(Boolean);
+    lines.push(`  call ${i + 1} input ${c.input}${client.length ? ` (${client.join(', ')})` : ''}`);
     for (const a of c.attempts) lines.push(`    ${describeAttempt(a)}`);
   });
   for (const e of g.executions) {

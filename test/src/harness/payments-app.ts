@@ -54,6 +54,11 @@ export interface PaymentsAppOptions {
   throwIn?: { current: ThrowingCallback | undefined };
   /** Forwarded to the middleware's `onEvent`. */
   onEvent?: (event: unknown) => void;
+  /**
+   * Whether a user's session is valid: when set, the app's auth middleware runs before the idempotency middleware
+   * and answers 401 UNAUTHORIZED while it is not (the session expired, or the user signed out in another tab).
+   */
+  signedIn?: (user: string) => boolean;
 }
 
 /** What a server reports when a handler starts. */
@@ -152,7 +157,14 @@ export function createPaymentsApp(opts: PaymentsAppOptions) {
         }
       : {}),
   });
-  const procedure = t.procedure.use(idempotency.middleware);
+  const { signedIn } = opts;
+  const authed = signedIn
+    ? t.procedure.use(({ ctx, next }) => {
+        if (!signedIn(ctx.user)) throw new TRPCError({ code: 'UNAUTHORIZED', message: 'sign in again' });
+        return next();
+      })
+    : t.procedure;
+  const procedure = authed.use(idempotency.middleware);
 
   const charge = async (ref: string, key: string | undefined) => {
     const res = await fetch(`${opts.providerUrl}/charge`, {

@@ -5,6 +5,7 @@ import {
   idempotencyFetch,
   idempotencyHeaders,
   idempotencyLink,
+  isOutcomeUnknown,
 } from '@trpc-idempotency/client';
 import { type CallHolder, type HistoryRecorder, recordBatchPositions, recordingLink } from './history-recording.ts';
 import type { PaymentsRouter } from './payments-app.ts';
@@ -90,6 +91,12 @@ function isFinal(err: unknown): boolean {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A send's context: the caller's key once known (a re-send), else the link makes one. */
+const sendContext = (key: string | undefined, info: IdempotencyCallInfo, historyCall: CallHolder) =>
+  key === undefined
+    ? { idempotencyInfo: info, historyCall }
+    : { idempotencyKey: key, idempotencyInfo: info, historyCall };
+
 /**
  * One logical payment as an app makes it: the link makes the key and retries; when the link gives up,
  * the caller sends the call again with the same key (a user's "try again"), until `deadline`.
@@ -117,11 +124,7 @@ export async function payUntilDone(
   let key: string | undefined = callerKey;
   for (;;) {
     try {
-      const context =
-        key === undefined
-          ? { idempotencyInfo: info, historyCall }
-          : { idempotencyKey: key, idempotencyInfo: info, historyCall };
-      const result = await client.payments.create.mutate(input, { context });
+      const result = await client.payments.create.mutate(input, { context: sendContext(key, info, historyCall) });
       key ??= info.key;
       if (key === undefined) throw new Error('the link did not report the key it used');
       return { ...result, key };
@@ -133,6 +136,46 @@ export async function payUntilDone(
       stats.giveUps.set(label, (stats.giveUps.get(label) ?? 0) + 1);
       // A person pressing "try again", not a tight loop: the link has already spent its own retries.
       await sleep(250);
+    }
+  }
+}
+
+/**
+ * One user action ("Pay") as an app with sessions makes it. The link makes the key and retries. An outcome the
+ * client reports unknown is sent again with its key once the user has signed in again; a definitive failure lets
+ * the user press "Pay" again, under a new key. Each logical call (one key) records the client's verdict and the
+ * action it serves, for the history checker's `failed-but-committed` and `action-twice`.
+ */
+export async function payAction(
+  client: PaymentsClient,
+  input: PaymentInput,
+  stats: ClientStats,
+  deadline: number,
+  /** Resolves once the user is signed in again. */
+  signedIn: () => Promise<void>,
+): Promise<{ run: string; key: string; newKeys: number }> {
+  stats.calls++;
+  for (let newKeys = 0; ; newKeys++) {
+    const info: IdempotencyCallInfo = { attempts: 0, replayed: false, settled: false };
+    const historyCall: CallHolder = {};
+    const report = (reported: 'succeeded' | 'failed' | 'unknown') =>
+      Object.assign(historyCall.record ?? {}, { reported, action: input.ref });
+    let key: string | undefined;
+    for (;;) {
+      try {
+        const result = await client.payments.create.mutate(input, { context: sendContext(key, info, historyCall) });
+        report('succeeded');
+        return { run: result.run, key: key ?? info.key ?? '', newKeys };
+      } catch (err) {
+        key ??= info.key;
+        const unknown = isOutcomeUnknown(err);
+        report(unknown ? 'unknown' : 'failed');
+        if (Date.now() > deadline) throw err;
+        await signedIn();
+        await sleep(20);
+        if (!unknown || key === undefined) break; // definitive: "Pay" again, a new logical call
+        stats.callerResends++;
+      }
     }
   }
 }
