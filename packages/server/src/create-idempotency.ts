@@ -55,6 +55,7 @@ export function createIdempotency<TContext extends object, DB, TRequired extends
     db,
     store: dialect.store,
     sql: dialect.sql,
+    stepSql: dialect.steps,
     scopeStorage: dialect,
     cache: resolved.cache === false ? undefined : new ReplayCache(resolved.cache),
     emit: createEmitter(resolved.onEvent),

@@ -5,6 +5,7 @@ import type { Emit } from '../events.js';
 import type { LeaseRenewer } from '../modes/lease-renewer.js';
 import type { ResolvedOptions } from '../options.js';
 import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
+import type { StepStatements } from '../store/step-statements.js';
 import type { ScopeStorage } from './call-text.js';
 
 /** What a resolver behind the middleware finds in `ctx.idempotency`. */
@@ -28,6 +29,15 @@ export interface IdempotencyContext<DB> {
    * handler its own key (`'charge'`, `'refund'`). Computed when called: a handler that never asks pays nothing.
    */
   downstreamKey(purpose?: string): Promise<string>;
+  /**
+   * Lease mode: a durable step. Runs `fn` with the step's own downstream key (`downstreamKey('step:<index>:<name>')`,
+   * `index` counting from 0 in call order) and records its result, through the serializer, before it returns. A
+   * retry or takeover of the call replays each recorded step's result in order without running it, and runs the
+   * first one not recorded with the same key. Call every step before the first use of `db`, one at a time; a step
+   * that throws is not recorded; a step whose name differs from the one recorded at its place throws, naming both.
+   * In transaction mode it throws: the call's transaction is its only record.
+   */
+  step<T>(name: string, fn: (stepKey: string) => T | Promise<T>): Promise<T>;
   /** Lease mode: true when this call took over an expired claim whose holder died; the handler runs again. */
   takeover: boolean;
   /**
@@ -66,6 +76,8 @@ export interface Runtime {
   db: Kysely<any>;
   store: KeyStore;
   sql: StatementSet;
+  /** Lease mode's durable steps. */
+  stepSql: StepStatements;
   /** The dialect's name and longest scope: a scope its table cannot hold is refused with a 400 before the claim. */
   scopeStorage: ScopeStorage;
   cache: ReplayCache | undefined;

@@ -1,9 +1,11 @@
 import { TRPCError } from '@trpc/server';
+import type { Transaction } from 'kysely';
 import { shouldStoreError } from '../errors/error-policy.js';
 import { IdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
 import { markKeyAnswer } from '../errors/key-answer.js';
 import type { IdempotencyEventType } from '../events.js';
 import { markReplayed, setRetryAfter } from '../http/response-headers.js';
+import type { LeaseSteps } from '../modes/steps.js';
 import { causeToStore } from '../serialize/stored-cause.js';
 import {
   decodeStoredResponse,
@@ -190,12 +192,20 @@ export function handlerContext(
   session: Session,
   takeover: boolean,
   signal?: AbortSignal,
+  steps?: LeaseSteps,
 ): IdempotencyContext<any> {
   let made = signal;
+  let db: Transaction<any> | undefined;
   return {
     key: call.key,
     scope: call.scope,
-    db: createHandlerDb(rt.db, session.executor),
+    // Lease mode's steps end and reopen the transaction: `db` is the one open now (steps.ts).
+    get db() {
+      if (steps) return steps.db;
+      db ??= createHandlerDb(rt.db, session.executor);
+      return db;
+    },
+    step: steps ? (name, fn) => steps.run(name, fn) : stepUnavailable,
     takeover,
     downstreamKey: (purpose = '') => downstreamKey(rt.options.table, call.scope, call.key, purpose),
     get signal() {
@@ -203,6 +213,14 @@ export function handlerContext(
       return made;
     },
   };
+}
+
+function stepUnavailable(name: string): Promise<never> {
+  return Promise.reject(
+    new Error(
+      `ctx.idempotency.step('${name}') needs mode: 'lease': in transaction mode the call's transaction is its only record`,
+    ),
+  );
 }
 
 /** Runs the rest of the chain, turning a thrown error into the failed result tRPC itself would produce. */

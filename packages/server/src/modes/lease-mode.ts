@@ -15,7 +15,9 @@ import {
 } from '../middleware/outcomes.js';
 import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
 import type { Row, Session, Statement } from '../store/session.js';
+import type { StepOwner } from '../store/step-statements.js';
 import { LeaseRenewer } from './lease-renewer.js';
+import { LeaseSteps } from './steps.js';
 
 /** First and largest pause between two looks at an in-flight original's row. */
 const POLL_FIRST_MS = 20;
@@ -189,31 +191,35 @@ async function runOwned(
       return NOT_RUN;
     }
     if (held) held.locked = true;
-    const result = await callNext(next, handlerContext(rt, call, session, claim.takeover, held?.signal));
+    const steps = new LeaseSteps(rt, call, owner, session, claim.takeover, held);
+    const result = await callNext(next, handlerContext(rt, call, session, claim.takeover, held?.signal, steps));
     // The handler is done: renewals stop. One still in flight could otherwise come back after our completion
     // committed (the row no longer in_progress) and abort the signal of a call that succeeded. Nothing can take the
     // key over meanwhile: until our transaction ends, its lock (advisory, named or SQLite's write lock) keeps it, and
     // the completion is fenced by the token.
     if (held) rt.leases?.settle(held);
+    const current = steps.session;
+    if (!current) return await lostInStep(rt, call, owner, steps, result);
+    session = current;
     let response: string | undefined;
     try {
       response = responseToStore(rt, result);
     } catch (error) {
       // The app's storeErrors or serializer threw: nothing is stored, the claim must not outlive the call.
-      if (!(await rollbackAndFree(rt, session, owner))) throw conflict(rt, call);
+      if (!(await rollbackAndFree(rt, session, owner, steps))) throw conflict(rt, call);
       event(rt, call, 'released', error);
       throw completionFailure(error);
     }
     if (response === undefined) {
-      if (!(await rollbackAndFree(rt, session, owner))) throw conflict(rt, call);
+      if (!(await rollbackAndFree(rt, session, owner, steps))) throw conflict(rt, call);
       event(rt, call, 'released', result.ok ? undefined : result.error);
       return result;
     }
     // A holder that learnt it lost the key answers 409 whatever it returned: the new owner's outcome is the key's.
-    if (held?.lost) return await fencedOff(rt, call, session, owner);
+    if (held?.lost) return await fencedOff(rt, call, session, owner, steps);
     const bytes = oversizedBytes(rt, response);
     if (bytes !== undefined) {
-      await session.rollback([sql.releaseLease(owner)]).catch(() => {});
+      await session.rollback([release(rt, owner, steps)]).catch(() => {});
       throw responseTooLarge(rt, call, bytes, result.ok ? undefined : result.error);
     }
     if (!result.ok) {
@@ -223,7 +229,7 @@ async function runOwned(
         stored = ((await session.rollback([sql.storeErrorFenced(owner, response, options.ttl)]))[0]?.length ?? 0) > 0;
       } catch (error) {
         // Not stored (the connection died?): free the claim; if it is gone, a takeover owns the key and answers.
-        if (!(await freed(rt, owner))) throw conflict(rt, call);
+        if (!(await freed(rt, owner, steps))) throw conflict(rt, call);
         event(rt, call, 'released', error);
         return result;
       }
@@ -243,7 +249,7 @@ async function runOwned(
         throw conflict(rt, call);
       }
       // Not committed (the connection died?): free the claim; if it is gone, a takeover owns the key and answers.
-      if (!(await freed(rt, owner))) {
+      if (!(await freed(rt, owner, steps))) {
         held?.lose('another call took the key over');
         throw conflict(rt, call);
       }
@@ -266,35 +272,58 @@ async function fencedOff(
   rt: Runtime,
   call: Call,
   session: Session,
-  owner: { scope: string; key: string; token: string },
+  owner: StepOwner,
+  steps: LeaseSteps,
 ): Promise<never> {
-  await session.rollback([rt.sql.releaseLease(owner)]).catch(() => {});
+  await session.rollback([release(rt, owner, steps)]).catch(() => {});
   throw conflict(rt, call);
+}
+
+/**
+ * A step could not open the handler's transaction again: another call took the key over (its outcome answers), or
+ * the database failed (the claim is freed, its recorded steps kept, and the call fails so that a retry goes on).
+ */
+async function lostInStep(
+  rt: Runtime,
+  call: Call,
+  owner: StepOwner,
+  steps: LeaseSteps,
+  result: MiddlewareResultLike,
+): Promise<MiddlewareResultLike> {
+  if (!(await freed(rt, owner, steps))) throw conflict(rt, call);
+  event(rt, call, 'released', result.ok ? undefined : result.error);
+  if (!result.ok) return result;
+  throw completionFailure(new Error("the handler's transaction could not be opened again after a step"));
+}
+
+/**
+ * Frees the owner's claim: deletes the row, or, once steps were recorded on it, ends its lease instead (the steps
+ * stay for the retry that takes the key over; a deleted row would make it run them again).
+ */
+function release(rt: Runtime, owner: StepOwner, steps: LeaseSteps | undefined): Statement {
+  return steps?.recorded ? rt.stepSql.lapse(owner) : rt.sql.releaseLease(owner);
 }
 
 /**
  * Rolls the handler's writes back and frees the claim. False when its connection was lost and another call took the
  * key over meanwhile: the handler's failure is then not the key's outcome, the new owner's is.
  */
-async function rollbackAndFree(
-  rt: Runtime,
-  session: Session,
-  owner: { scope: string; key: string; token: string },
-): Promise<boolean> {
+async function rollbackAndFree(rt: Runtime, session: Session, owner: StepOwner, steps: LeaseSteps): Promise<boolean> {
   try {
-    await session.rollback([rt.sql.releaseLease(owner)]);
+    await session.rollback([release(rt, owner, steps)]);
     return true;
   } catch {
-    return freed(rt, owner);
+    return freed(rt, owner, steps);
   }
 }
 
 /** Frees the claim if `owner` still holds it; false when another call took it over (unreachable: true). */
-async function freed(rt: Runtime, owner: { scope: string; key: string; token: string }): Promise<boolean> {
+async function freed(rt: Runtime, owner: StepOwner, steps?: LeaseSteps): Promise<boolean> {
   try {
-    // Our claim deleted, the row is gone; a row still there is another call's.
-    const rows = await rt.store.autocommit([rt.sql.releaseLease(owner), rt.sql.select(owner)]);
-    return rows[1]?.[0] === undefined;
+    // Our claim deleted, the row is gone (or, with recorded steps, still carries our token); else it is another call's.
+    const rows = await rt.store.autocommit([release(rt, owner, steps), rt.sql.select(owner)]);
+    const row = rows[1]?.[0];
+    return row === undefined || (steps?.recorded === true && String(row.token) === owner.token);
   } catch {
     return true;
   }

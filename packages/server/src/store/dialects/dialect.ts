@@ -1,5 +1,6 @@
 import type { Row, Session, Statement } from '../session.js';
 import type { RowKey, Statements } from '../statements.js';
+import type { StepStatements } from '../step-statements.js';
 
 /** The SQL dialects the store speaks. */
 export type DialectName = 'postgres' | 'mysql' | 'sqlite';
@@ -68,6 +69,8 @@ export interface StoreDialect {
   readonly name: DialectName;
   readonly store: KeyStore;
   readonly sql: StatementSet;
+  /** Lease mode's durable steps (modes/steps.ts). */
+  readonly steps: StepStatements;
   /** Creates the table and its expiry index if missing; safe when several instances run it at once. */
   migrate(): Promise<void>;
   /** Deletes at most `batchSize` expired rows (never a live lease); returns how many. */

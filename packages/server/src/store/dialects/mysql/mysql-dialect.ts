@@ -3,6 +3,7 @@ import type { TableName } from '../../table-name.js';
 import type { StoreDialect } from '../dialect.js';
 import { MIGRATE_LOCK, mysqlMigrationStatements, mysqlPurgeBatchStatement } from './mysql-schema.js';
 import { MysqlStatements } from './mysql-statements.js';
+import { addMysqlStepsColumn, MysqlStepStatements } from './mysql-step-statements.js';
 import { isDeadlock, MysqlStore } from './mysql-store.js';
 
 /**
@@ -18,6 +19,7 @@ export function createMysqlDialect(db: Kysely<any>, table: TableName, flavour?: 
     name: 'mysql',
     store,
     sql: new MysqlStatements(table, store.server),
+    steps: new MysqlStepStatements(table),
     async migrate() {
       const held = await store.hold();
       try {
@@ -25,6 +27,7 @@ export function createMysqlDialect(db: Kysely<any>, table: TableName, flavour?: 
         await held.query(`SELECT GET_LOCK(${MIGRATE_LOCK}, 60) AS locked`);
         try {
           for (const text of mysqlMigrationStatements(table)) await held.query(text);
+          await addMysqlStepsColumn(held, table);
         } finally {
           await held.query(`SELECT RELEASE_LOCK(${MIGRATE_LOCK}) AS released`);
         }

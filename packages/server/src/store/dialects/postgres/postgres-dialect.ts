@@ -4,6 +4,7 @@ import { PreparedStatements } from '../../prepared-statements.js';
 import { purgeBatchStatement } from '../../purge.js';
 import { migrationStatements } from '../../schema.js';
 import { Statements } from '../../statements.js';
+import { addStepsColumn, PostgresStepStatements } from '../../step-statements.js';
 import { Store } from '../../store.js';
 import type { TableName } from '../../table-name.js';
 import type { StoreDialect } from '../dialect.js';
@@ -17,8 +18,9 @@ export function createPostgresDialect(db: Kysely<any>, table: TableName, pool: P
     name: 'postgres',
     store,
     sql: new Statements(table, prepared),
+    steps: new PostgresStepStatements(table),
     async migrate() {
-      const { session } = await store.begin(migrationStatements(table));
+      const { session } = await store.begin([...migrationStatements(table), addStepsColumn(table)]);
       await session.commit([]);
     },
     purgeBatch: (batchSize) => store.affected(purgeBatchStatement(table, batchSize)),

@@ -3,6 +3,7 @@ import type { TableName } from '../../table-name.js';
 import type { StoreDialect } from '../dialect.js';
 import { sqliteMigrationStatements, sqlitePurgeBatchStatement } from './sqlite-schema.js';
 import { SqliteStatements } from './sqlite-statements.js';
+import { addSqliteStepsColumn, SqliteStepStatements } from './sqlite-step-statements.js';
 import { SqliteStore } from './sqlite-store.js';
 
 /** SQLite (better-sqlite3, libSQL on a local file). `waitMs` bounds every wait for another process's write lock. */
@@ -12,8 +13,10 @@ export function createSqliteDialect(db: Kysely<any>, table: TableName, waitMs: n
     name: 'sqlite',
     store,
     sql: new SqliteStatements(table),
+    steps: new SqliteStepStatements(table),
     async migrate() {
       await store.write(sqliteMigrationStatements(table));
+      await addSqliteStepsColumn(store, table);
     },
     purgeBatch: (batchSize) => store.write([sqlitePurgeBatchStatement(table, batchSize)]),
   };

@@ -1,0 +1,53 @@
+import type { StepOwner, StepStatements } from '../../step-statements.js';
+import type { TableName } from '../../table-name.js';
+import { MAX_SCOPE_BYTES } from '../dialect.js';
+import { plain, type Step, type StepConnection } from '../step.js';
+import { hexBytes, hexText } from './mysql-literal.js';
+import { NOW_MS } from './mysql-statements.js';
+
+/** Lease mode's durable steps on MySQL / MariaDB (see step-statements.ts); values travel as hex literals. */
+export class MysqlStepStatements implements StepStatements {
+  readonly #t: string;
+
+  constructor(table: TableName) {
+    this.#t = quoted(table);
+  }
+
+  select(owner: StepOwner): Step {
+    return plain(`SELECT k.steps FROM ${this.#t} AS k WHERE ${owns(owner)}`);
+  }
+
+  /** No RETURNING: the affected rows tell (the text grows with each step, so the row always changes). */
+  record(owner: StepOwner, steps: string): Step {
+    const update = `UPDATE ${this.#t} AS k SET k.steps = ${hexBytes(steps)} WHERE ${owns(owner)}`;
+    return async (c) => (Number((await c.query(update)).numAffectedRows ?? 0) > 0 ? [{ recorded: 1 }] : []);
+  }
+
+  lapse(owner: StepOwner): Step {
+    return plain(`UPDATE ${this.#t} AS k SET k.locked_until = ${NOW_MS} WHERE ${owns(owner)}`);
+  }
+}
+
+function owns(o: StepOwner): string {
+  return `k.scope = ${hexText(o.scope, MAX_SCOPE_BYTES)} AND k.\`key\` = ${hexText(o.key)} AND k.token = ${hexText(o.token)}
+  AND k.status = 'in_progress'`;
+}
+
+/**
+ * Adds the `steps` column to a table made before it existed, under migrate()'s named lock. MySQL 8 has no
+ * `ADD COLUMN IF NOT EXISTS`, so the catalog is read first (which also spares a table that has it an ALTER).
+ */
+export async function addMysqlStepsColumn(held: StepConnection, table: TableName): Promise<void> {
+  const { schema, name } = table.parts;
+  const { rows } = await held.query(
+    `SELECT COUNT(*) AS n FROM information_schema.columns
+WHERE table_schema = ${schema ? hexText(schema) : 'DATABASE()'} AND table_name = ${hexText(name)} AND column_name = 'steps'`,
+  );
+  if (Number(rows[0]?.n) > 0) return;
+  await held.query(`ALTER TABLE ${quoted(table)} ADD COLUMN steps LONGBLOB NULL`);
+}
+
+function quoted(table: TableName): string {
+  const { schema, name } = table.parts;
+  return schema ? `\`${schema}\`.\`${name}\`` : `\`${name}\``;
+}

@@ -1,0 +1,48 @@
+import type { StepOwner, StepStatements } from '../../step-statements.js';
+import type { TableName } from '../../table-name.js';
+import { plain, type Step } from '../step.js';
+import { NOW_MS, sqliteTable } from './sqlite-statements.js';
+import type { SqliteStore } from './sqlite-store.js';
+
+/** Lease mode's durable steps on SQLite (see step-statements.ts); values are bound parameters. */
+export class SqliteStepStatements implements StepStatements {
+  readonly #t: string;
+
+  constructor(table: TableName) {
+    this.#t = sqliteTable(table);
+  }
+
+  select(owner: StepOwner): Step {
+    return plain(`SELECT steps FROM ${this.#t} WHERE ${OWNS}`, values(owner));
+  }
+
+  record(owner: StepOwner, steps: string): Step {
+    return plain(`UPDATE ${this.#t} SET steps = ? WHERE ${OWNS} RETURNING 1 AS recorded`, [steps, ...values(owner)]);
+  }
+
+  lapse(owner: StepOwner): Step {
+    return plain(`UPDATE ${this.#t} SET locked_until = ${NOW_MS} WHERE ${OWNS}`, values(owner));
+  }
+}
+
+const OWNS = `scope = ? AND key = ? AND token = ? AND status = 'in_progress'`;
+
+function values(o: StepOwner): unknown[] {
+  return [o.scope, o.key, o.token];
+}
+
+/**
+ * Adds the `steps` column to a table made before it existed. SQLite has no `ADD COLUMN IF NOT EXISTS`: the table's
+ * columns are read first, and an instance that lost the race to add it finds it there (duplicate column name).
+ */
+export async function addSqliteStepsColumn(store: SqliteStore, table: TableName): Promise<void> {
+  const { schema, name } = table.parts;
+  const info = `SELECT COUNT(*) AS n FROM pragma_table_info('${name}'${schema ? `, '${schema}'` : ''}) WHERE name = 'steps'`;
+  const rows = (await store.autocommit([plain(info)]))[0] ?? [];
+  if (Number(rows[0]?.n) > 0) return;
+  try {
+    await store.write([`ALTER TABLE ${sqliteTable(table)} ADD COLUMN steps TEXT`]);
+  } catch (error) {
+    if (!/duplicate column/i.test((error as Error | null)?.message ?? '')) throw error;
+  }
+}
