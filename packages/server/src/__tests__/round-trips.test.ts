@@ -52,17 +52,18 @@ describe('round trips per call', () => {
     const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool: counting.pool as never }) });
     const app = makeApp({ db, pool: counting.pool as never });
     await app.caller('rt-fast-0', 'rt').payments.create({ amount: 1 });
-    // A new connection first gets the claim prepared, in a round trip of its own, once.
+    // A new connection first gets the claim (and the statement that lifts statement_timeout for it) prepared, in a
+    // round trip of its own, once.
     expect(counting.sent).toHaveLength(4);
     expect(counting.sent[0]).toMatch(
-      /^PREPARE trpc_idempotency_claim_\w+ \(text, text, text, text, float8, int\) AS INSERT [^;]*$/,
+      /^PREPARE trpc_idempotency_claim_\w+ \(text, text, text, text, float8, int\) AS INSERT [^;]*;\nPREPARE trpc_idempotency_lift_\w+ \(text\) AS SELECT set_config\('statement_timeout'[^;]*$/,
     );
     counting.sent.length = 0;
     await app.caller('rt-fast', 'rt').payments.create({ amount: 1 });
     expect(counting.sent).toHaveLength(3); // claim batch, the handler's INSERT, completion batch
     // The app's statement_timeout is lifted for the claim (put back by its RETURNING): only `wait` bounds it.
     expect(counting.sent[0]).toMatch(
-      /^BEGIN[^;]*;\nSELECT set_config\('statement_timeout'[^;]*;\nEXECUTE trpc_idempotency_claim_\w+\(E'user:rt', E'rt-fast', /,
+      /^BEGIN[^;]*;\nEXECUTE trpc_idempotency_lift_\w+\('0'\);\nEXECUTE trpc_idempotency_claim_\w+\(E'user:rt', E'rt-fast', /,
     );
     // The completion, guarded: it fails unless it updated this transaction's claim.
     expect(counting.sent[2]).toMatch(

@@ -100,13 +100,20 @@ const RESTORE_TIMEOUTS = `set_config('lock_timeout', current_setting('${SAVED_LO
   set_config('statement_timeout', current_setting('${SAVED_STATEMENT_TIMEOUT}'), true) AS statement_timeout_restored`;
 
 /**
- * Sent just before a bounded claim: keeps the caller's statement_timeout aside and lifts it, so that only `wait`
- * (lock_timeout) bounds the claim's wait for a running original, however low the app set its statement_timeout.
- * Postgres arms a statement's timeout as the statement starts (each statement of a multi-statement text anew,
- * since Postgres 13), so the claim cannot lift it itself; the claim's RETURNING puts it back (RESTORE_TIMEOUTS)
- * before the handler runs. A claim that finds the key taken ends its transaction, and with it the setting.
+ * Sent just before a bounded claim: keeps the caller's statement_timeout aside and sets the claim's, `timeout` (an
+ * SQL expression: '0', or a prepared statement's parameter), so that only `wait` (lock_timeout) bounds the claim's
+ * wait for a running original, however low the app set its statement_timeout. Postgres arms a statement's timeout
+ * as the statement starts (each statement of a multi-statement text anew, since Postgres 13), so the claim cannot
+ * lift it itself; the claim's RETURNING puts it back (RESTORE_TIMEOUTS) before the handler runs. A claim that finds
+ * the key taken ends its transaction, and with it the setting.
  */
-const LIFT_STATEMENT_TIMEOUT = `SELECT set_config('statement_timeout', CASE WHEN set_config('${SAVED_STATEMENT_TIMEOUT}', current_setting('statement_timeout'), true) IS NULL THEN NULL ELSE '0' END, true) AS statement_timeout_lifted`;
+function liftStatementTimeoutSql(timeout: string): string {
+  return `SELECT set_config('statement_timeout', CASE WHEN set_config('${SAVED_STATEMENT_TIMEOUT}', current_setting('statement_timeout'), true) IS NULL THEN NULL ELSE ${timeout} END, true) AS statement_timeout_lifted`;
+}
+
+/** The claim's statement_timeout: none, its lock wait is bounded by lock_timeout. */
+const NO_STATEMENT_TIMEOUT = "'0'";
+const LIFT_STATEMENT_TIMEOUT = liftStatementTimeoutSql(NO_STATEMENT_TIMEOUT);
 
 /**
  * The SQL text of every statement the modes run, with values embedded as escaped literals (see sql-literal.ts:
@@ -124,6 +131,7 @@ export class Statements {
   /** The claim, prepared once per connection on node-postgres (see prepared-statements.ts); undefined elsewhere. */
   readonly #prepared: PreparedStatements | undefined;
   readonly #claimName: string | undefined;
+  readonly #liftName: string | undefined;
 
   constructor(table: TableName, prepared?: PreparedStatements) {
     this.#t = table.qualified;
@@ -131,6 +139,8 @@ export class Statements {
     if (prepared) {
       const claim = this.#claimSql(['$1', '$2', '$3', '$4'], '$5', "$6::text || 'ms'");
       this.#claimName = prepared.define('claim', ['text', 'text', 'text', 'text', 'float8', 'int'], claim);
+      // Prepared too: planning it on every call cost about as much as the rest of the claim's text.
+      this.#liftName = prepared.define('lift', ['text'], liftStatementTimeoutSql('$1'));
     }
   }
 
@@ -145,7 +155,7 @@ export class Statements {
     if (lockTimeoutMs === undefined) return [this.#claimSql(values, int(v.ttlMs), undefined)];
     if (this.#prepared?.enabled) {
       return [
-        LIFT_STATEMENT_TIMEOUT,
+        `EXECUTE ${this.#liftName}(${NO_STATEMENT_TIMEOUT})`,
         `EXECUTE ${this.#claimName}(${values.join(', ')}, ${int(v.ttlMs)}, ${waitMs(lockTimeoutMs)})`,
       ];
     }
