@@ -55,7 +55,9 @@ export function ledgerServer(network: Network = () => 'deliver', declines: (inpu
             return;
           }
           if (entry.id === null) {
-            const body = { error: { code: -32002, message: 'card declined', data: { httpStatus: 402 } } };
+            // A stored error: the server's formatter marks it as the key's own answer.
+            const data = { httpStatus: 402, idempotencyAnswer: true };
+            const body = { error: { code: -32002, message: 'card declined', data } };
             observer.error(TRPCClientError.from(body, { meta: { response: new Response(null, { status: 402 }) } }));
             return;
           }
