@@ -112,7 +112,7 @@ async function openDatabase(name: Name): Promise<Database> {
 }
 
 /** An app on `db` whose handler waits at `gate` (when set) and may run `statement` on its transaction first. */
-function makeApp(conn: { db: Kysely<any>; pool?: pg.Pool }) {
+function makeApp(conn: { db: Kysely<any>; pool?: pg.Pool }, mode: 'transaction' | 'lease' = 'transaction') {
   const control = {
     runs: 0,
     gate: undefined as Promise<void> | undefined,
@@ -123,6 +123,7 @@ function makeApp(conn: { db: Kysely<any>; pool?: pg.Pool }) {
     db: conn.db,
     pool: conn.pool,
     wait: WAIT_MS,
+    mode,
     scope: ({ ctx }: { ctx: Ctx }) => `user:${ctx.userId}`,
   });
   const router = t.router({
@@ -174,9 +175,10 @@ describe.each(BACKENDS)("the app's statement timeout on %s", (name) => {
   async function whileHeld(
     timeoutMs: number,
     during: (second: ReturnType<ReturnType<typeof makeApp>['call']>) => Promise<void>,
+    mode: 'transaction' | 'lease' = 'transaction',
   ) {
-    const original = makeApp(database.open(timeoutMs));
-    const duplicate = makeApp(database.open(timeoutMs));
+    const original = makeApp(database.open(timeoutMs), mode);
+    const duplicate = makeApp(database.open(timeoutMs), mode);
     const gate = deferred();
     original.control.gate = gate.promise;
     const key = `st-${randomUUID()}`;
@@ -193,21 +195,26 @@ describe.each(BACKENDS)("the app's statement timeout on %s", (name) => {
   }
 
   it.each([
-    ['below', APP_TIMEOUT_MS],
-    ['above', 10 * WAIT_MS],
-  ])(
-    'a timeout %s `wait` (%i ms): a duplicate waits `wait`, then 409 in_progress with Retry-After; the original is replayed',
-    async (_, timeoutMs) => {
-      const { key, done, duplicate, runs } = await whileHeld(timeoutMs, async (second) => {
-        const { error, ms } = await timed(second.result);
-        expect(error).toBeInstanceOf(TRPCError);
-        expect((error as TRPCError).code).toBe('CONFLICT');
-        expect((error as TRPCError).message).toMatch(/still in progress/);
-        expect(second.resHeaders.get('retry-after')).toBe('1');
-        // After `wait`, not the app's timeout; MariaDB rounds the lock wait up to whole seconds (here: 2 s).
-        expect(ms).toBeGreaterThan(WAIT_MS - 100);
-        expect(ms).toBeLessThan(WAIT_MS + 1500);
-      });
+    ['below', APP_TIMEOUT_MS, 'transaction'],
+    ['above', 10 * WAIT_MS, 'transaction'],
+    ['below', APP_TIMEOUT_MS, 'lease'],
+  ] as const)(
+    'a timeout %s `wait` (%i ms), %s mode: a duplicate waits `wait`, then 409 in_progress with Retry-After; the original is replayed',
+    async (_, timeoutMs, mode) => {
+      const { key, done, duplicate, runs } = await whileHeld(
+        timeoutMs,
+        async (second) => {
+          const { error, ms } = await timed(second.result);
+          expect(error).toBeInstanceOf(TRPCError);
+          expect((error as TRPCError).code).toBe('CONFLICT');
+          expect((error as TRPCError).message).toMatch(/still in progress/);
+          expect(second.resHeaders.get('retry-after')).toBe('1');
+          // After `wait`, not the app's timeout; MariaDB rounds the lock wait up to whole seconds (here: 2 s).
+          expect(ms).toBeGreaterThan(WAIT_MS - 100);
+          expect(ms).toBeLessThan(WAIT_MS + 1500);
+        },
+        mode,
+      );
       expect(await duplicate.call(key).result).toEqual(done);
       expect(runs()).toBe(1);
     },
