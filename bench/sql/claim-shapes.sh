@@ -169,6 +169,12 @@ shape pay-now-exec1-mark "BEGIN\\; $XCLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDE
 with_prepare now-exec1-mark
 with_prepare pay-now-exec1-mark
 with_prepare pay-now-exec1
+# The PL/pgSQL claim with the completion prepared (issue 29: the completion may be prepared now): against now-exec.
+XFCLAIM="SELECT claim($K, $FP, E'light', 86400000, 5000) AS expires_ms"
+shape function-exec "BEGIN\\; $XFCLAIM\\; SAVEPOINT s" "$PAY" "RELEASE SAVEPOINT s\\; $XCOMPLETE\\; COMMIT"
+shape pay-function-exec "BEGIN\\; $XFCLAIM\\; SAVEPOINT s" "$PLOCK" "$PAY" "$PDEBIT" "RELEASE SAVEPOINT s\\; $XCOMPLETE\\; COMMIT"
+with_prepare function-exec
+with_prepare pay-function-exec
 with_prepare now-exec
 with_prepare pay-now-exec
 shape classic "INSERT INTO classic_keys (key, fingerprint, status) VALUES (E'k:k', $FP, 'in_progress') ON CONFLICT (key) DO NOTHING RETURNING key" "$PAY" "UPDATE classic_keys SET status = 'done', response = E'{}' WHERE key = E'k:k'"
