@@ -185,14 +185,38 @@ export function createPaymentsApp(opts: PaymentsAppOptions) {
             amount: z.number().int(),
             delayMs: z.number().int().nonnegative().optional(),
             provider: z.boolean().optional(),
+            /**
+             * Lease mode: three durable steps (reserve, charge, notify) call the provider, each keyed by its step key
+             * and once more unkeyed, before the ledger row; `delayMs` is spent inside the steps, after each call.
+             */
+            steps: z.boolean().optional(),
             /** Decline the payment: a stored PAYMENT_REQUIRED whose message names the run and scope. */
             decline: z.boolean().optional(),
           }),
         )
         .mutation(async ({ ctx, input }) => {
-          const { key, scope, db, takeover } = ctx.idempotency;
+          const { key, scope, takeover } = ctx.idempotency;
           const run = nextRun();
           opts.onEnter?.({ path: 'payments.create', ref: input.ref, scope, key, run, takeover });
+          const delay = input.delayMs ?? opts.handlerDelayMs ?? 0;
+          let chargeId: string | undefined;
+          if (input.steps && opts.providerUrl) {
+            const effects: string[] = [];
+            for (const step of ['reserve', 'charge', 'notify']) {
+              effects.push(
+                await ctx.idempotency.step(step, async (stepKey) => {
+                  const effect = await charge(`${input.ref}/${step}`, stepKey);
+                  await charge(`${input.ref}/${step}`, undefined);
+                  // A crash here: the provider acted, the step is not recorded yet.
+                  if (delay > 0) await sleep(delay / 3);
+                  return effect;
+                }),
+              );
+            }
+            chargeId = effects.join(',');
+          }
+          // After the steps (a step ends the call's transaction, so `db` comes after it).
+          const { db } = ctx.idempotency;
           const paymentId = await insertLedgerRow(db, {
             ref: input.ref,
             amount: input.amount,
@@ -202,14 +226,12 @@ export function createPaymentsApp(opts: PaymentsAppOptions) {
             run,
             instance,
           });
-          let chargeId: string | undefined;
           if (input.provider && opts.providerUrl) {
             // The keyed charge is what the docs recommend; the unkeyed one measures what happens without it.
             chargeId = await charge(input.ref, await ctx.idempotency.downstreamKey());
             await charge(input.ref, undefined);
           }
-          const delay = input.delayMs ?? opts.handlerDelayMs ?? 0;
-          if (delay > 0) await sleep(delay);
+          if (delay > 0 && !input.steps) await sleep(delay);
           opts.onLeave?.({ ref: input.ref, key, run });
           if (input.decline) {
             // A deterministic error: stored and replayed, the ledger row above rolled back.

@@ -80,7 +80,14 @@ export function createPaymentsClient(opts: {
 }
 
 export type PaymentsClient = ReturnType<typeof createPaymentsClient>;
-export type PaymentInput = { ref: string; amount: number; delayMs?: number; provider?: boolean; decline?: boolean };
+export type PaymentInput = {
+  ref: string;
+  amount: number;
+  delayMs?: number;
+  provider?: boolean;
+  steps?: boolean;
+  decline?: boolean;
+};
 
 /** A failure no retry can fix: the test must fail on it rather than loop. */
 function isFinal(err: unknown): boolean {

@@ -216,6 +216,16 @@ export class ServerProcess extends EventEmitter<{ event: [ServerEvent]; exit: [n
     await exited;
   }
 
+  /** SIGSTOP: the process freezes with its connections open (its timers, renewals included, stop) until `resume`. */
+  pause(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  /** SIGCONT after `pause`. */
+  resume(): void {
+    this.child?.kill('SIGCONT');
+  }
+
   /** Stops the server for good (SIGKILL too: tests need no graceful path). */
   async stop(): Promise<void> {
     const child = this.child;
