@@ -134,6 +134,18 @@ export function otherRatios(r: BenchResults): Goal[] {
       ),
     );
   }
+  const burst = replayOf(r, 'replay-floor-yield');
+  if (burst) {
+    // The same lookup after one turn of the event loop (answers in bursts, as a peer's do after its store's reply).
+    rows.push(
+      goal(
+        'the ceiling, answering in bursts',
+        `replay-floor-yield ÷ ${fastest?.contender ?? 'fastest peer'} (replay)`,
+        perRound(burst.roundRps, fastest?.roundRps),
+        1.0,
+      ),
+    );
+  }
   for (const handler of ['light', 'payment']) {
     rows.push(
       goal(

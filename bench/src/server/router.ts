@@ -30,7 +30,9 @@ async function guardFor(config: ServerConfig, db: Kysely<any>, pool: pg.Pool, re
     case 'ours':
       return (await import('../contenders/ours.ts')).oursMiddleware(spec, db, pool);
     case 'replay-floor':
-      return (await import('../contenders/replay-floor.ts')).replayFloorMiddleware() as BenchMiddleware;
+      return (await import('../contenders/replay-floor.ts')).replayFloorMiddleware(
+        spec.name.endsWith('-yield'),
+      ) as BenchMiddleware;
   }
 }
 
