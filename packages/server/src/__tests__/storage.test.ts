@@ -61,6 +61,7 @@ describe.each(DIALECT_BACKENDS)('storage on %s', (name) => {
       'response',
       'created_at',
       'expires_at',
+      'steps',
     ]);
     const definitions = (await backend.query<{ d: unknown }>(indexes)).map((r) => columnText(r.d));
     expect(definitions.join('\n')).toMatch(/\(expires_at\)/);
