@@ -66,6 +66,53 @@ describe.skipIf(!pgbouncer).each(['pg-fast', 'pg-general'] as const)('%s behind 
     ]);
   });
 
+  it("claim and completion run prepared on a server connection that another client's instance prepared", async () => {
+    /** An instance on one client connection, recording the texts it sends. */
+    const oneClient = () => {
+      const sent: string[] = [];
+      const pool = new pg.Pool({ connectionString: bouncer.url(backend.url), max: 1 });
+      pool.on('error', () => {});
+      pool.on('connect', (client) => {
+        const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+        client.query = ((...args: unknown[]) => {
+          if (typeof args[0] === 'string') sent.push(args[0]);
+          return query(...args);
+        }) as never;
+      });
+      const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool }) });
+      opened.push(db);
+      const app = makeApp({ db, pool: name === 'pg-fast' ? pool : undefined }, { table: 'pooler_shared' });
+      return { app, sent };
+    };
+    const c = oneClient();
+    await c.app.idempotency.migrate();
+    await c.app.caller('shared-1', 'shared').payments.create({ amount: 1 }); // prepared on the one server connection
+    const holder = new pg.Client({ connectionString: bouncer.url(backend.url) });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      const held = await holder.query(`SELECT name FROM pg_prepared_statements WHERE statement LIKE '%pooler_shared%'`);
+      expect(held.rows).toHaveLength(3); // the holder has that server connection
+      // Another instance's new client gets the other server connection and prepares there.
+      const d = oneClient();
+      await d.app.caller('shared-2', 'shared').payments.create({ amount: 2 });
+      expect(d.sent.filter((t) => t.startsWith('PREPARE'))).toHaveLength(1);
+      // The first client, which prepared elsewhere, now runs there: the statements it finds are the same.
+      c.sent.length = 0;
+      expect(await c.app.caller('shared-3', 'shared').payments.create({ amount: 3 })).toMatchObject({ amount: 3 });
+      const executes = c.sent.join('\n').match(/EXECUTE trpc_idempotency_(claim|complete)_/g);
+      expect(executes).toEqual(['EXECUTE trpc_idempotency_claim_', 'EXECUTE trpc_idempotency_complete_']);
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+    expect(await backend.query(`SELECT amount FROM payments WHERE user_id = 'shared' ORDER BY amount`)).toEqual([
+      { amount: 1 },
+      { amount: 2 },
+      { amount: 3 },
+    ]);
+  });
+
   it('a claim that reaches a server connection where its client never prepared it is retried, one run', async () => {
     // A table of its own: a statement name no server connection has yet.
     const pool = new pg.Pool({ connectionString: bouncer.url(backend.url), max: 1 });
@@ -81,7 +128,7 @@ describe.skipIf(!pgbouncer).each(['pg-fast', 'pg-general'] as const)('%s behind 
     try {
       await holder.query('BEGIN');
       const held = await holder.query(`SELECT name FROM pg_prepared_statements WHERE statement LIKE '%pooler_moved%'`);
-      expect(held.rows).toHaveLength(1); // the holder's transaction has that server connection
+      expect(held.rows).toHaveLength(3); // the holder's transaction has that server connection
       // The app's client believes the claim prepared; the bouncer runs its next transaction on a new one.
       expect(await app.caller('moved-2', 'moved').payments.create({ amount: 2 })).toMatchObject({ amount: 2 });
       expect(await app.caller('moved-1', 'moved').payments.create({ amount: 1 })).toMatchObject({ amount: 1 });

@@ -37,7 +37,7 @@ describe.each(['pg-fast', 'pg-general'] as const)('%s: prepared claim', (name) =
       (await backend.query<{ n: string }>(`SELECT count(*) AS n FROM payments WHERE user_id = '${userId}'`))[0]?.n,
     );
 
-  it('prepares the claim once per connection', async () => {
+  it('prepares the claim and the completion once per connection', async () => {
     const { raw, db, pool } = onePool();
     const app = makeApp({ db, pool });
     expect(await ours(raw)).toEqual([]);
@@ -45,6 +45,7 @@ describe.each(['pg-fast', 'pg-general'] as const)('%s: prepared claim', (name) =
     const names = await ours(raw);
     expect(names.map((n) => n.replace(/_[0-9a-f]{16}$/, ''))).toEqual([
       'trpc_idempotency_claim',
+      'trpc_idempotency_complete',
       'trpc_idempotency_lift',
     ]);
     for (let i = 2; i <= 5; i++) await app.caller(`prep-${i}`, 'prep').payments.create({ amount: i });
@@ -60,7 +61,7 @@ describe.each(['pg-fast', 'pg-general'] as const)('%s: prepared claim', (name) =
     const { raw, db, pool } = onePool();
     const app = makeApp({ db, pool });
     const a = await app.caller('discard-a', 'discard').payments.create({ amount: 1 });
-    expect(await ours(raw)).toHaveLength(2); // the claim, and the statement that lifts statement_timeout for it
+    expect(await ours(raw)).toHaveLength(3); // the completion, the claim, and the statement that lifts statement_timeout
     await raw.query('DISCARD ALL'); // the same (only) connection: what a pooler's reset query does
     const b = await app.caller('discard-b', 'discard').payments.create({ amount: 2 });
     const c = await app.caller('discard-c', 'discard').payments.create({ amount: 3 });
@@ -165,16 +166,23 @@ describe.each(['pg-fast', 'pg-general'] as const)('%s: prepared claim', (name) =
     expect(await paymentsOf('deleter')).toBe(0);
   });
 
-  it('a handler that deallocates everything inside its transaction commits once; the next call claims again', async () => {
+  // The completion is prepared too (issue 29): a handler that deallocates it, which the trust boundary leaves to the
+  // app, makes the completion fail before COMMIT. Before, the completion was plain text and this call committed.
+  it('a handler that deallocates everything inside its transaction gets a 500 naming it, nothing committed; the retry runs once', async () => {
     const { call, counted } = payApp('dealloc', async (db) => {
       await sql`DEALLOCATE ALL`.execute(db);
       await db.insertInto('payments').values({ user_id: 'dealloc', amount: 1 }).execute();
     });
-    // Nothing after the handler is prepared: its completion does not depend on what the connection still holds.
-    expect(await call('dealloc-1')).toEqual({ run: 1 });
-    expect(await call('dealloc-2')).toEqual({ run: 2 });
-    expect(await call('dealloc-1')).toEqual({ run: 1 });
-    expect(counted.runs).toBe(2);
+    await expect(call('dealloc-1')).rejects.toMatchObject({
+      code: 'INTERNAL_SERVER_ERROR',
+      message: expect.stringMatching(/prepared completion was deallocated .* nothing was committed/),
+    });
+    expect(await paymentsOf('dealloc')).toBe(0);
+    // The instance sends plain texts from then on: the retry with the same key runs and commits, once.
+    expect(await call('dealloc-1')).toEqual({ run: 2 });
+    expect(await call('dealloc-2')).toEqual({ run: 3 });
+    expect(await call('dealloc-1')).toEqual({ run: 2 });
+    expect(counted.runs).toBe(3);
     expect(await paymentsOf('dealloc')).toBe(2);
   });
 
@@ -188,7 +196,7 @@ describe.each(['pg-fast', 'pg-general'] as const)('%s: prepared claim', (name) =
     expect(await taker.caller('expired-1', 'expired').payments.create({ amount: 2 })).toMatchObject({ amount: 2 });
     expect(taker.control.takeovers).toEqual([false]);
     expect(await paymentsOf('expired')).toBe(2);
-    expect(await ours(second.raw)).toHaveLength(2);
+    expect(await ours(second.raw)).toHaveLength(3);
   });
 
   it.runIf(name === 'pg-fast')('a takeover that lands on another, new connection than its claim', async () => {

@@ -52,11 +52,11 @@ describe('round trips per call', () => {
     const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool: counting.pool as never }) });
     const app = makeApp({ db, pool: counting.pool as never });
     await app.caller('rt-fast-0', 'rt').payments.create({ amount: 1 });
-    // A new connection first gets the claim (and the statement that lifts statement_timeout for it) prepared, in a
-    // round trip of its own, once.
+    // A new connection first gets the completion, the claim and the statement that lifts statement_timeout for it
+    // prepared, in that order, in a round trip of its own, once.
     expect(counting.sent).toHaveLength(4);
     expect(counting.sent[0]).toMatch(
-      /^PREPARE trpc_idempotency_claim_\w+ \(text, text, text, text, float8, int\) AS INSERT [^;]*;\nPREPARE trpc_idempotency_lift_\w+ \(text\) AS SELECT set_config\('statement_timeout'[^;]*$/,
+      /^PREPARE trpc_idempotency_complete_\w+ \(text, text, text, float8\) AS WITH done AS \(UPDATE [^;]*;\nPREPARE trpc_idempotency_claim_\w+ \(text, text, text, text, float8, int\) AS INSERT [^;]*;\nPREPARE trpc_idempotency_lift_\w+ \(text\) AS SELECT set_config\('statement_timeout'[^;]*$/,
     );
     counting.sent.length = 0;
     await app.caller('rt-fast', 'rt').payments.create({ amount: 1 });
@@ -65,9 +65,9 @@ describe('round trips per call', () => {
     expect(counting.sent[0]).toMatch(
       /^BEGIN[^;]*;\nEXECUTE trpc_idempotency_lift_\w+\('0'\);\nEXECUTE trpc_idempotency_claim_\w+\(E'user:rt', E'rt-fast', /,
     );
-    // The completion, guarded: it fails unless it updated this transaction's claim.
+    // The completion, prepared with the claim (its check, that it updated this transaction's claim, is inside).
     expect(counting.sent[2]).toMatch(
-      /^RELEASE SAVEPOINT \w+;\nWITH done AS \(UPDATE [\s\S]*status = 'in_progress' AND token IS NULL RETURNING 1\)\nSELECT 1 \/ [^;]*;\nCOMMIT$/,
+      /^RELEASE SAVEPOINT \w+;\nEXECUTE trpc_idempotency_complete_\w+\(E'user:rt', E'rt-fast', E'[^;]*\);\nCOMMIT$/,
     );
     counting.sent.length = 0;
     await app.caller('rt-fast', 'rt').payments.create({ amount: 1 });
@@ -105,15 +105,15 @@ describe('round trips per call', () => {
     });
     const app = makeApp({ db, pool: undefined });
     await app.caller('rt-general-warm', 'rt').payments.create({ amount: 1 }); // detects the dialect once
-    // The claim is prepared on a connection once, in a round trip of its own.
-    expect(sent.filter((s) => s.startsWith('PREPARE trpc_idempotency_'))).toHaveLength(1);
+    // The completion and the claim are prepared on a connection once, in a round trip of its own.
+    expect(sent.filter((s) => s.startsWith('PREPARE trpc_idempotency_complete_'))).toHaveLength(1);
     sent.length = 0;
     await app.caller('rt-general', 'rt').payments.create({ amount: 1 });
     // Texts, one round trip each: BEGIN + claim + savepoint + check, the handler's INSERT, completion + COMMIT.
     expect(sent).toHaveLength(3);
     expect(sent[0]).toMatch(/^BEGIN[\s\S]*EXECUTE trpc_idempotency_claim_[\s\S]*SAVEPOINT[\s\S]*SELECT 1 \/ count/);
     expect(sent[1]).toMatch(/^insert into "payments"/);
-    expect(sent[2]).toMatch(/^RELEASE SAVEPOINT[^;]*;\nWITH done AS \(UPDATE [\s\S]*SELECT 1 \/ [^;]*;\nCOMMIT$/);
+    expect(sent[2]).toMatch(/^RELEASE SAVEPOINT[^;]*;\nEXECUTE trpc_idempotency_complete_[^;]*;\nCOMMIT$/);
     sent.length = 0;
     const uncached = makeApp({ db, pool: undefined }, { cache: false });
     await uncached.caller('rt-general', 'rt').payments.create({ amount: 1 });

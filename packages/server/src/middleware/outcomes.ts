@@ -181,6 +181,19 @@ export function claimLostFailure(error: unknown): TRPCError {
 }
 
 /**
+ * Transaction mode's prepared completion was gone from its connection (SQLSTATE 26000): code on the handler's
+ * transaction ran `DEALLOCATE` (its claim, prepared on the same connection, proved it there). Nothing was committed.
+ */
+export function lostCompletionFailure(error: unknown): TRPCError {
+  return new TRPCError({
+    code: 'INTERNAL_SERVER_ERROR',
+    message:
+      "The prepared completion was deallocated inside the handler's transaction, so nothing was committed: retry with the same key; a handler must not DEALLOCATE the middleware's statements",
+    cause: error,
+  });
+}
+
+/**
  * What the handler finds in `ctx.idempotency`: its transaction on `session`, and `signal` (lease mode's, when its
  * holder can be fenced off). Without one the signal is never aborted, and it is made only when the handler reads it:
  * an AbortController (an EventTarget) costs ~4-5 µs of CPU per call. One signal shared by every call would keep

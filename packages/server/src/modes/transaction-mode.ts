@@ -8,19 +8,22 @@ import {
   event,
   executed,
   handlerContext,
+  lostCompletionFailure,
   mismatch,
   oversizedBytes,
   replayRow,
   responseTooLarge,
   responseToStore,
 } from '../middleware/outcomes.js';
-import { preparedStatementMismatch } from '../store/prepared-statements.js';
+import { isExecute, preparedStatementMismatch } from '../store/prepared-statements.js';
 import type { Row, Session, Statement } from '../store/session.js';
 import { committedBefore } from '../store/snapshot.js';
 import { endedTransactionFailure } from './ended-transaction.js';
 
 /** SQLSTATE of a division by zero: the only division in a completion is its guard (see Statements.complete). */
 const CLAIM_LOST = '22012';
+/** SQLSTATE of an `EXECUTE` of a statement the connection lacks: at the completion, the handler deallocated it. */
+const LOST_STATEMENT = '26000';
 
 /** A claim that found the key taken by a row that then vanished (purged, rolled back) is retried this often. */
 const MAX_CLAIM_ATTEMPTS = 3;
@@ -48,7 +51,7 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
       if (preparedStatementMismatch(error) && attempt < MAX_CLAIM_ATTEMPTS) continue;
       throw claimFailure(rt, call, error);
     }
-    if (claim.session) return await runOwned(rt, call, next, claim.session, claim.sentAt);
+    if (claim.session) return await runOwned(rt, call, next, claim);
     const row = claim.existing;
     // An expired row is taken over next; a row that vanished (purged, rolled back) is claimed again.
     takeOver = row?.free === true;
@@ -75,9 +78,7 @@ async function claimKey(
   rt: Runtime,
   call: Call,
   takeOver: boolean,
-): Promise<
-  { session: Session; sentAt: number; existing?: undefined } | { session?: undefined; existing?: Row; readAt: number }
-> {
+): Promise<Owned | { session?: undefined; existing?: Row; readAt: number }> {
   const { store, sql } = rt;
   const values = { ...call, ttlMs: rt.options.ttl };
   // On one connection nothing can hold a lock on our row: no wait to bound. Else what is left of `wait`.
@@ -85,11 +86,13 @@ async function claimKey(
   const claim = takeOver ? sql.takeOverTransaction(values, waitMs) : sql.claimTransaction(values, waitMs);
   // The row's expiry counts from the claim by the database's clock: on ours, no earlier than from now.
   const sentAt = performance.now();
+  // A prepared claim that ran proves its connection has the prepared completion (see Statements.complete).
+  const prepared = claim.some((statement) => typeof statement === 'string' && isExecute(statement));
   const joined = store.beginClaim?.([...claim, sql.savepoint()], call);
   if (joined) {
     // The general path on node-postgres: claim and savepoint in one round trip, ownership told by a check.
     const { session, owned } = await joined;
-    if (owned) return { session, sentAt };
+    if (owned) return { session, sentAt, prepared };
     const readAt = performance.now();
     return { existing: (await session.finish([sql.select(call)]))[0]?.[0], readAt };
   }
@@ -108,7 +111,15 @@ async function claimKey(
       throw error;
     }
   }
-  return { session, sentAt };
+  return { session, sentAt, prepared };
+}
+
+/** A claim this call owns: its open transaction, when it was sent, and whether it was the prepared claim. */
+interface Owned {
+  session: Session;
+  sentAt: number;
+  prepared: boolean;
+  existing?: undefined;
 }
 
 /** The row we replay was committed after our claim began: the claim blocked on the original until it committed. */
@@ -116,13 +127,8 @@ function claimWaited(row: Row): boolean {
   return typeof row.claim_snapshot === 'string' && !committedBefore(row.claim_snapshot, String(row.xmin));
 }
 
-async function runOwned(
-  rt: Runtime,
-  call: Call,
-  next: NextFn,
-  session: Session,
-  claimSentAt: number,
-): Promise<MiddlewareResultLike> {
+async function runOwned(rt: Runtime, call: Call, next: NextFn, claim: Owned): Promise<MiddlewareResultLike> {
+  const { session } = claim;
   const { sql, options } = rt;
   const result = await callNext(next, handlerContext(rt, call, session, false));
   let response: string | undefined;
@@ -146,21 +152,26 @@ async function runOwned(
     await session.rollback().catch(() => {});
     throw responseTooLarge(rt, call, bytes, result.ok ? undefined : result.error);
   }
-  const complete = sql.complete(call, response, options.ttl);
+  const complete = sql.complete(call, response, options.ttl, claim.prepared);
   const statements: Statement[] = result.ok
     ? [sql.releaseSavepoint(), complete]
     : // The deterministic error is stored, the handler's partial writes are not.
       [sql.rollbackToSavepoint(), sql.releaseSavepoint(), complete];
   // The row expires `ttl` after its claim (or, had the handler outlived `ttl`, after the completion): the cache
   // keeps the result no longer than from before the claim, so never past the row (an outlived ttl is not cached).
-  const expiresAt = claimSentAt + options.ttl;
+  const expiresAt = claim.sentAt + options.ttl;
   try {
     await session.commit(statements);
   } catch (error) {
     event(rt, call, 'released', error);
     const ended = await endedTransactionFailure(rt, call, error);
     if (ended) throw ended;
-    throw (error as { code?: unknown })?.code === CLAIM_LOST ? claimLostFailure(error) : completionFailure(error);
+    const code = (error as { code?: unknown })?.code;
+    throw code === CLAIM_LOST
+      ? claimLostFailure(error)
+      : code === LOST_STATEMENT
+        ? lostCompletionFailure(error)
+        : completionFailure(error);
   }
   if (expiresAt > performance.now())
     rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });

@@ -1,16 +1,18 @@
 /**
  * Statements prepared once per connection on node-postgres (the fast path, and the general path through Kysely's
- * PostgresDialect): transaction mode's claim, with SQL-level `PREPARE`, sent as `EXECUTE name(literals)` inside the
- * same one-text round trip. Postgres then plans it once per connection instead of on every call (bench/sql, runs S7
- * and S9: +16–18% Postgres throughput on the light transaction, +10–22% on the payment one).
+ * PostgresDialect): transaction mode's claim and completion, with SQL-level `PREPARE`, sent as `EXECUTE
+ * name(literals)` inside the same one-text round trips. Postgres then plans them once per connection instead of on
+ * every call (bench/sql, runs S7, S9 and S12: +16–18% Postgres throughput on the light transaction for the claim
+ * alone, and the completion's check free once it is not planned per call).
  *
- * Only statements sent before the handler runs are prepared: a connection that lost them, or holds their names
- * already (a transaction pooler runs each transaction on any server connection), fails there, before anything ran,
- * and the claim is retried with plain text. The completion stays plain text, so nothing after the
- * handler depends on what a connection still holds (preparing it too measured level once a probe for it was added).
+ * A connection that lost the claim, or holds its name already (a transaction pooler runs each transaction on any
+ * server connection), fails at it, before anything ran, and the claim is retried with plain text. The completion
+ * runs after the handler, so it is sent prepared only in a transaction whose claim ran prepared: each statement's
+ * name hashes its text and the texts defined before it, which one `PREPARE` text creates ahead of it, so a
+ * connection that has the claim has the completion too. Only a `DEALLOCATE` inside the handler's transaction can
+ * take it away then: the completion fails and nothing commits.
  *
- * A statement's name is a hash of its text, so two instances (or two copies of this package) sharing a pool agree on
- * what a name means.
+ * Names hash texts, so two instances (or two copies of this package) sharing a pool agree on what a name means.
  */
 export class PreparedStatements {
   /**
@@ -22,9 +24,13 @@ export class PreparedStatements {
   /** `PREPARE` text by statement name. */
   readonly definitions = new Map<string, string>();
 
-  /** Registers `body` (using `$1`…`$n` of `types`) and returns its name. */
+  /**
+   * Registers `body` (using `$1`…`$n` of `types`) and returns its name, which hashes its text and every text
+   * registered before it: those are prepared ahead of it, in the same text (see `prepareOn`).
+   */
   define(label: string, types: readonly string[], body: string): string {
-    const name = `trpc_idempotency_${label}_${hash64(`${types.join(',')}\n${body}`)}`;
+    const before = [...this.definitions.values()].join('\n');
+    const name = `trpc_idempotency_${label}_${hash64(`${before}\n${types.join(',')}\n${body}`)}`;
     this.definitions.set(name, `PREPARE ${name} (${types.join(', ')}) AS ${body}`);
     return name;
   }
@@ -75,8 +81,10 @@ export function isExecute(statement: string): boolean {
 const preparedOn = new WeakMap<object, Set<string>>();
 
 /**
- * Prepares what `connection` lacks of `prepared`'s statements: a round trip of its own, once per connection, outside
- * any transaction. A name the connection has already (42P05) means it is not the connection we think: a transaction
+ * Prepares what `connection` lacks of `prepared`'s statements, in the order they were defined: one text, a round trip
+ * of its own once per connection, outside any transaction. Postgres runs its statements in order and stops at the
+ * first error, and a `PREPARE` is not undone by a later one's failure, so a statement is never created without those
+ * defined before it. A name the connection has already (42P05) means it is not the connection we think: a transaction
  * pooler put another client's backend behind it, another copy of this package prepared there, or the pool hands out
  * a new object per checkout. The instance then sends plain texts, and the error goes to the claim, which is retried
  * before anything ran: whatever holds the name is never executed as our claim, and nothing is replaced, since behind

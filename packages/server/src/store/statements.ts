@@ -40,8 +40,13 @@ const EXPIRES_MS = '(extract(epoch from k.expires_at) * 1000)::float8 AS expires
  * Only a handler that outlived `ttl` moves it, to `ttl` from now: a just-stored result must not be expired already.
  */
 function stored(response: string, ttlMs: number): string {
-  return `status = 'done', response = ${literal(response)}, locked_until = NULL,
-  expires_at = CASE WHEN expires_at > clock_timestamp() THEN expires_at ELSE ${fromNow(ttlMs)} END`;
+  return storedSql(literal(response), int(ttlMs));
+}
+
+/** `stored` over SQL expressions (literals, or a prepared statement's parameters). */
+function storedSql(response: string, ttlMs: string): string {
+  return `status = 'done', response = ${response}, locked_until = NULL,
+  expires_at = CASE WHEN expires_at > clock_timestamp() THEN expires_at ELSE ${fromNowSql(ttlMs)} END`;
 }
 
 /** The database clock `ms` milliseconds from now. */
@@ -128,8 +133,12 @@ const LIFT_STATEMENT_TIMEOUT = liftStatementTimeoutSql(NO_STATEMENT_TIMEOUT);
  */
 export class Statements {
   readonly #t: string;
-  /** The claim, prepared once per connection on node-postgres (see prepared-statements.ts); undefined elsewhere. */
+  /**
+   * The completion, the claim and its lift, prepared once per connection on node-postgres (see prepared-statements.ts);
+   * undefined elsewhere. The completion is defined first: a connection that has the claim has it too.
+   */
   readonly #prepared: PreparedStatements | undefined;
+  readonly #completeName: string | undefined;
   readonly #claimName: string | undefined;
   readonly #liftName: string | undefined;
 
@@ -137,6 +146,8 @@ export class Statements {
     this.#t = table.qualified;
     this.#prepared = prepared;
     if (prepared) {
+      const complete = this.#completeSql('$1', '$2', storedSql('$3', '$4'));
+      this.#completeName = prepared.define('complete', ['text', 'text', 'text', 'float8'], complete);
       const claim = this.#claimSql(['$1', '$2', '$3', '$4'], '$5', "$6::text || 'ms'");
       this.#claimName = prepared.define('claim', ['text', 'text', 'text', 'text', 'float8', 'int'], claim);
       // Prepared too: planning it on every call cost about as much as the rest of the claim's text.
@@ -254,16 +265,24 @@ RETURNING ${EXPIRES_MS}`;
    * Transaction mode: stores the result on the row this transaction claimed (its expiry: see `stored`), and fails
    * unless it did. The row is this call's claim only while it is in_progress with no lease token: a claim commits
    * with its result, so no other transaction's in_progress row without a token can be seen. A row the handler
-   * deleted or marked done is not found, nor one a claim that lied (see prepared-statements.ts) never wrote. The
-   * division by zero (22012) then aborts the transaction: the COMMIT in the same round trip cannot commit the
-   * handler's work without its stored result.
+   * deleted or marked done is not found. The division by zero (22012) then aborts the transaction: the COMMIT in the
+   * same round trip cannot commit the handler's work without its stored result.
    *
-   * Plain text, never prepared: nothing after the handler depends on what the connection still holds, and the guard
-   * cannot be swapped out under a statement name (bench/sql, runs S11 and S12, measured what preparing it would buy).
+   * `prepared`: this transaction's claim was the prepared one, so its connection has the completion too (see the
+   * constructor). Prepared, the check is free (bench/sql, runs S12 and P1: planning the statement was its cost). A
+   * connection that lost it since (the handler's DEALLOCATE) fails here, 26000, and nothing commits.
    */
-  complete(r: RowKey, response: string, ttlMs: number): string {
-    return `WITH done AS (UPDATE ${this.#t} SET ${stored(response, ttlMs)}
-  WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND status = 'in_progress' AND token IS NULL RETURNING 1)
+  complete(r: RowKey, response: string, ttlMs: number, prepared = false): string {
+    if (prepared && this.#completeName) {
+      return `EXECUTE ${this.#completeName}(${literal(r.scope)}, ${literal(r.key)}, ${literal(response)}, ${int(ttlMs)})`;
+    }
+    return this.#completeSql(literal(r.scope), literal(r.key), stored(response, ttlMs));
+  }
+
+  /** `complete` over SQL expressions: the key's scope and key, and what to set. */
+  #completeSql(scope: string, key: string, set: string): string {
+    return `WITH done AS (UPDATE ${this.#t} SET ${set}
+  WHERE scope = ${scope} AND key = ${key} AND status = 'in_progress' AND token IS NULL RETURNING 1)
 SELECT 1 / (SELECT count(*)::int FROM done) AS completed`;
   }
 
