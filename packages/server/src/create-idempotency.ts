@@ -9,6 +9,7 @@ import { createLeaseRenewer, runLeaseMode } from './modes/lease-mode.js';
 import { runTransactionMode } from './modes/transaction-mode.js';
 import { type IdempotencyOptions, resolveOptions } from './options.js';
 import { createStoreDialect } from './store/dialects/create-store-dialect.js';
+import { Telemetry } from './telemetry/telemetry.js';
 
 /** `ctx.idempotency` as the resolver sees it: `null` only with `required: false` and no key sent. */
 export type IdempotencyContextFor<DB, TRequired extends boolean> = TRequired extends false
@@ -61,11 +62,15 @@ export function createIdempotency<TContext extends object, DB, TRequired extends
     emit: createEmitter(resolved.onEvent),
     leases: resolved.mode === 'lease' ? createLeaseRenewer(dialect.store, dialect.sql, resolved.lease) : undefined,
   };
-  const fn = createMiddlewareFunction(
+  const untraced = createMiddlewareFunction(
     rt,
     new InFlightCalls(resolved.mode === 'transaction'),
     resolved.mode === 'lease' ? runLeaseMode : runTransactionMode,
   );
+  // Without `telemetry` the middleware is not wrapped: a call pays nothing for it.
+  const fn = resolved.telemetry
+    ? new Telemetry(resolved.telemetry, resolved.mode, dialect.name).wrap(untraced)
+    : untraced;
   const middleware = experimental_trpcMiddleware<{ ctx: TContext }>().create(fn as never);
 
   return {

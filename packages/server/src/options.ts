@@ -7,6 +7,7 @@ import { defaultSerializer, type Serializer } from './serialize/serializer.js';
 import type { DialectName } from './store/dialects/dialect.js';
 import type { PgPoolLike } from './store/pg-pool-like.js';
 import { parseTableName, type TableName } from './store/table-name.js';
+import type { OpenTelemetryApi } from './telemetry/otel-api.js';
 
 /** Which way the handler's effects are protected; see the README's "Modes". */
 export type IdempotencyMode = 'transaction' | 'lease';
@@ -78,6 +79,12 @@ export interface IdempotencyOptions<TContext, DB, TRequired extends boolean = tr
   /** Called once per outcome (executed, replayed, waited, conflict, mismatch, released, taken_over); must not throw. */
   onEvent?: (event: IdempotencyEvent) => void;
   /**
+   * OpenTelemetry: pass the `@opentelemetry/api` module (`import * as otel from '@opentelemetry/api'`) for spans and
+   * metrics of each call (docs/telemetry.md). The package never imports it itself: without this option nothing of
+   * OpenTelemetry runs or loads. Default: none.
+   */
+  telemetry?: OpenTelemetryApi;
+  /**
    * The raw `pg` `Pool` behind `db` (the same database). Enables the fast path: the claim and the completion each
    * travel as one multi-statement round trip. Without it everything works through Kysely, with more round trips.
    */
@@ -105,6 +112,7 @@ export interface ResolvedOptions<TContext> {
   /** `maxInputDepth` and `maxInputBytes`, as the fingerprint takes them. */
   inputLimits: EncodeLimits;
   onEvent: ((event: IdempotencyEvent) => void) | undefined;
+  telemetry: OpenTelemetryApi | undefined;
   pool: PgPoolLike | undefined;
   dialect: DialectName | undefined;
   cache: false | { maxEntries: number; maxBytes: number };
@@ -159,6 +167,7 @@ export function resolveOptions<TContext, DB>(
       maxDepth: positiveInt('maxInputDepth', opts.maxInputDepth ?? DEFAULTS.maxInputDepth, 1),
     },
     onEvent: opts.onEvent,
+    telemetry: checkTelemetry(opts.telemetry),
     pool: checkPool(opts.pool),
     dialect: checkDialect(opts.dialect),
     cache:
@@ -202,6 +211,18 @@ function checkDialect(dialect: DialectName | undefined): DialectName | undefined
     );
   }
   return dialect;
+}
+
+function checkTelemetry(api: OpenTelemetryApi | undefined): OpenTelemetryApi | undefined {
+  if (
+    api !== undefined &&
+    (typeof api?.trace?.getTracer !== 'function' || typeof api.metrics?.getMeter !== 'function')
+  ) {
+    throw new TypeError(
+      "createIdempotency: `telemetry` must be the @opentelemetry/api module (import * as otel from '@opentelemetry/api')",
+    );
+  }
+  return api;
 }
 
 function checkPool(pool: PgPoolLike | undefined): PgPoolLike | undefined {

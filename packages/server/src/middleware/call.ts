@@ -6,6 +6,7 @@ import type { LeaseRenewer } from '../modes/lease-renewer.js';
 import type { ResolvedOptions } from '../options.js';
 import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
 import type { StepStatements } from '../store/step-statements.js';
+import type { CallTrace } from '../telemetry/call-trace.js';
 import type { ScopeStorage } from './call-text.js';
 
 /** What a resolver behind the middleware finds in `ctx.idempotency`. */
@@ -61,6 +62,8 @@ export interface Call {
   startedAt: number;
   /** performance.now() after which a duplicate stops waiting for the original. */
   deadline: number;
+  /** Its spans and metrics, with the `telemetry` option only. */
+  trace?: CallTrace | undefined;
 }
 
 /** The middleware's result shape (tRPC checks `ok`, `data` and `error`). */

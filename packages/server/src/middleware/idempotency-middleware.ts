@@ -1,6 +1,7 @@
 import { callId } from '../cache/replay-cache.js';
 import { IdempotencyError, isIdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
 import { fingerprintInput } from '../fingerprint/fingerprint-input.js';
+import type { CallTrace } from '../telemetry/call-trace.js';
 import { validateKey } from '../wire/parse-idempotency-key.js';
 import { readRequestKey } from '../wire/read-request-key.js';
 import type { Call, MiddlewareResultLike, NextFn, Runtime } from './call.js';
@@ -15,6 +16,8 @@ export interface MiddlewareOpts {
   batchIndex: number;
   getRawInput: () => Promise<unknown>;
   next: (opts?: { ctx: object }) => Promise<unknown>;
+  /** Passed in by the telemetry wrapper (telemetry.ts). */
+  trace?: CallTrace;
 }
 
 export type ModeRunner = (rt: Runtime, call: Call, next: NextFn) => Promise<MiddlewareResultLike>;
@@ -49,9 +52,11 @@ export function createMiddlewareFunction(rt: Runtime, gate: InFlightCalls, runMo
       ctx,
       startedAt,
       deadline: startedAt + options.wait,
+      trace: opts.trace,
     };
     const cached = replayFromCache(rt, call);
     if (cached) return cached;
+    call.trace?.gate();
     const entered = await gate.enter(callId(scope, call.key), call.fingerprint, call.deadline);
     if (entered.outcome === 'mismatch') throw mismatch(rt, call);
     if (entered.outcome === 'timeout') throw conflict(rt, call);

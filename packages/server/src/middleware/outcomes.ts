@@ -17,6 +17,7 @@ import { utf8Bytes } from '../serialize/utf8-bytes.js';
 import { createHandlerDb } from '../store/handler-db.js';
 import type { Session } from '../store/session.js';
 import { isCancelled, isLockTimeout, isStoreUnavailable, isUndefinedTable } from '../store/store-errors.js';
+import type { CallTrace } from '../telemetry/call-trace.js';
 import type { Call, IdempotencyContext, MiddlewareResultLike, NextFn, Runtime } from './call.js';
 import { downstreamKey } from './downstream-key.js';
 
@@ -26,6 +27,7 @@ import { downstreamKey } from './downstream-key.js';
 export const RETRY_AFTER_MS = 1000;
 
 export function event(rt: Runtime, call: Call, type: IdempotencyEventType, error?: unknown): void {
+  call.trace?.event(type);
   rt.emit?.({
     type,
     scope: call.scope,
@@ -49,13 +51,18 @@ export function replayRow(rt: Runtime, call: Call, response: string, expiresAt: 
 
 /** Replays a stored result; a mismatching payload was refused before. */
 export function replay(rt: Runtime, call: Call, response: string): MiddlewareResultLike {
-  const outcome = decodeStoredResponse(response, rt.options.serializer);
-  markReplayed(call.ctx, call.form, call.batchIndex);
-  event(rt, call, 'replayed');
+  const span = call.trace?.replay();
   try {
-    return okResult(replayOutcome(outcome));
-  } catch (stored) {
-    throw markKeyAnswer(stored as Error);
+    const outcome = decodeStoredResponse(response, rt.options.serializer);
+    markReplayed(call.ctx, call.form, call.batchIndex);
+    event(rt, call, 'replayed');
+    try {
+      return okResult(replayOutcome(outcome));
+    } catch (stored) {
+      throw markKeyAnswer(stored as Error);
+    }
+  } finally {
+    span?.end();
   }
 }
 
@@ -237,9 +244,13 @@ function stepUnavailable(name: string): Promise<never> {
 }
 
 /** Runs the rest of the chain, turning a thrown error into the failed result tRPC itself would produce. */
-export async function callNext(next: NextFn, idempotency: IdempotencyContext<any>): Promise<MiddlewareResultLike> {
+export async function callNext(
+  next: NextFn,
+  idempotency: IdempotencyContext<any>,
+  trace: CallTrace | undefined,
+): Promise<MiddlewareResultLike> {
   try {
-    return await next({ ctx: { idempotency } });
+    return await (trace ? trace.handler(() => next({ ctx: { idempotency } })) : next({ ctx: { idempotency } }));
   } catch (cause) {
     const error = cause instanceof TRPCError ? cause : new TRPCError({ code: 'INTERNAL_SERVER_ERROR', cause });
     return { ok: false, error, marker: 'middlewareMarker' as never };

@@ -16,6 +16,8 @@ import {
 import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
 import type { Row, Session, Statement } from '../store/session.js';
 import type { StepOwner } from '../store/step-statements.js';
+import { traced } from '../telemetry/call-trace.js';
+import { SPAN } from '../telemetry/names.js';
 import { LeaseRenewer } from './lease-renewer.js';
 import { LeaseSteps } from './steps.js';
 
@@ -48,7 +50,7 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
   for (;;) {
     let claim: Awaited<ReturnType<typeof claimKey>>;
     try {
-      claim = await claimKey(rt, call);
+      claim = await traced(call.trace, SPAN.claim, () => claimKey(rt, call));
     } catch (error) {
       throw claimFailure(rt, call, error);
     }
@@ -77,6 +79,7 @@ export async function runLeaseMode(rt: Runtime, call: Call, next: NextFn): Promi
     if (left <= 0) throw conflict(rt, call);
     // Wake when the lease runs out; past it (a live holder keeps its lock), at the polling pace.
     const leaseLeft = existing ? Number(existing.lease_left_ms) : 0;
+    call.trace?.polling();
     await sleep(Math.min(pause, left, leaseLeft > 0 ? leaseLeft + 1 : existing || claim.lostTakeover ? pause : 1));
     pause = Math.min(pause * 2, POLL_MAX_MS);
     waited = true;
@@ -192,7 +195,8 @@ async function runOwned(
     }
     if (held) held.locked = true;
     const steps = new LeaseSteps(rt, call, owner, session, claim.takeover, held);
-    const result = await callNext(next, handlerContext(rt, call, session, claim.takeover, held?.signal, steps));
+    const context = handlerContext(rt, call, session, claim.takeover, held?.signal, steps);
+    const result = await callNext(next, context, call.trace);
     // The handler is done: renewals stop. One still in flight could otherwise come back after our completion
     // committed (the row no longer in_progress) and abort the signal of a call that succeeded. Nothing can take the
     // key over meanwhile: until our transaction ends, its lock (advisory, named or SQLite's write lock) keeps it, and
@@ -226,7 +230,8 @@ async function runOwned(
       // The handler's writes roll back; the deterministic error is stored if this owner still holds the key.
       let stored: boolean;
       try {
-        stored = ((await session.rollback([sql.storeErrorFenced(owner, response, options.ttl)]))[0]?.length ?? 0) > 0;
+        const store = () => session.rollback([sql.storeErrorFenced(owner, response, options.ttl)]);
+        stored = ((await traced(call.trace, SPAN.complete, store))[0]?.length ?? 0) > 0;
       } catch (error) {
         // Not stored (the connection died?): free the claim; if it is gone, a takeover owns the key and answers.
         if (!(await freed(rt, owner, steps))) throw conflict(rt, call);
@@ -241,7 +246,7 @@ async function runOwned(
     // keeps the result no longer than from before the claim, so never past the row (an outlived ttl is not cached).
     const expiresAt = claim.sentAt + options.ttl;
     try {
-      await session.commit([sql.completeFenced(owner, response, options.ttl)]);
+      await traced(call.trace, SPAN.complete, () => session.commit([sql.completeFenced(owner, response, options.ttl)]));
     } catch (error) {
       if ((error as { code?: unknown })?.code === FENCED) {
         // A takeover owns the key now: this owner's writes were rolled back; the new owner's result will answer.

@@ -105,12 +105,15 @@ export class LeaseSteps {
       );
     }
     this.#running = true;
+    const index = this.#next++;
+    const trace = this.#call.trace?.step(name, index);
+    let failure: unknown;
     try {
-      const index = this.#next++;
       const recorded = await this.#load();
       const done = recorded[index];
       if (done) {
         if (done.name !== name) throw new StepMismatchError(index, name, done.name);
+        trace?.replayed();
         return replayOutcome(decodeStoredResponse(done.result, this.#rt.options.serializer)) as T;
       }
       const { options } = this.#rt;
@@ -118,7 +121,7 @@ export class LeaseSteps {
       await this.#suspend();
       let value: T;
       try {
-        value = await fn(stepKey);
+        value = await (trace ? trace.run(() => fn(stepKey)) : fn(stepKey));
         await this.#record(recorded, name, value);
       } catch (error) {
         // Not recorded: the error is the handler's to handle; a retry runs this step again, with the same key.
@@ -127,8 +130,12 @@ export class LeaseSteps {
       }
       await this.#resume();
       return value;
+    } catch (error) {
+      failure = error;
+      throw error;
     } finally {
       this.#running = false;
+      trace?.end(failure);
     }
   }
 

@@ -18,6 +18,8 @@ import {
 import { isExecute, preparedStatementMismatch } from '../store/prepared-statements.js';
 import type { Row, Session, Statement } from '../store/session.js';
 import { committedBefore } from '../store/snapshot.js';
+import { traced } from '../telemetry/call-trace.js';
+import { SPAN } from '../telemetry/names.js';
 import { endedTransactionFailure } from './ended-transaction.js';
 
 /** SQLSTATE of a division by zero: the only division in a completion is its guard (see Statements.complete). */
@@ -44,7 +46,7 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
   for (let attempt = 1; ; attempt++) {
     let claim: Awaited<ReturnType<typeof claimKey>>;
     try {
-      claim = await claimKey(rt, call, takeOver);
+      claim = await traced(call.trace, SPAN.claim, () => claimKey(rt, call, takeOver));
     } catch (error) {
       // The connection had lost the claim's prepared statement, or a pooler put one behind it that another client
       // prepared: the claim failed before anything ran, and the store sends plain texts now. Claim again.
@@ -130,7 +132,7 @@ function claimWaited(row: Row): boolean {
 async function runOwned(rt: Runtime, call: Call, next: NextFn, claim: Owned): Promise<MiddlewareResultLike> {
   const { session } = claim;
   const { sql, options } = rt;
-  const result = await callNext(next, handlerContext(rt, call, session, false));
+  const result = await callNext(next, handlerContext(rt, call, session, false), call.trace);
   let response: string | undefined;
   try {
     response = responseToStore(rt, result);
@@ -161,7 +163,7 @@ async function runOwned(rt: Runtime, call: Call, next: NextFn, claim: Owned): Pr
   // keeps the result no longer than from before the claim, so never past the row (an outlived ttl is not cached).
   const expiresAt = claim.sentAt + options.ttl;
   try {
-    await session.commit(statements);
+    await traced(call.trace, SPAN.complete, () => session.commit(statements));
   } catch (error) {
     event(rt, call, 'released', error);
     const ended = await endedTransactionFailure(rt, call, error);
