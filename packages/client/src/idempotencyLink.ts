@@ -9,6 +9,7 @@ import type { AnyRouter } from '@trpc/server';
 import { observable, type Unsubscribable } from '@trpc/server/observable';
 import { AttemptTimeoutError, IdentityChangedError } from './idempotencyError.js';
 import { backoffDelay } from './internals/backoff.js';
+import { CallSpan } from './internals/callSpan.js';
 import { isValidKey, keyText } from './internals/keyHeaders.js';
 import { type IdempotencyLinkOptions, resolveOptions } from './internals/options.js';
 import { isKeyAnswer, markOutcomeUnknown } from './internals/outcome.js';
@@ -60,12 +61,15 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           return;
         }
         Object.assign(info, { key, attempts: 0, replayed: false, settled: false });
+        const span = o.telemetry ? new CallSpan(o.telemetry, op.path) : undefined;
 
         // Elapsed time on the monotonic clock: a wall clock stepped back (NTP, the user) must not stretch the cap.
         const startedAt = performance.now();
         const elapsed = () => performance.now() - startedAt;
         let attempt = 0;
         let previousBackoff: number | undefined;
+        /** The backoff before the current attempt, for its telemetry event. */
+        let attemptDelayMs = 0;
         let current: Unsubscribable | undefined;
         let cancelAttemptTimer = noTimer;
         let cancelBackoff = noTimer;
@@ -94,6 +98,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           stopAttempt();
           op.signal?.removeEventListener('abort', onAbort);
           info.settled = true;
+          span?.end(info.attempts, info.replayed, error);
           const event = { op, key, attempts: info.attempts, replayed: info.replayed, settled: true, error };
           unthrowing('onSettled', () => o.onSettled?.(event));
         };
@@ -116,6 +121,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           answered();
           unknownKeys.delete(key);
           info.replayed = wasReplayed(envelope.context, context);
+          span?.attempt(attempt, attemptDelayMs);
           // Settled before passing the result on: the caller may unsubscribe as soon as it has it.
           settle();
           observer.next(envelope);
@@ -156,6 +162,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
             // Stale first: what the attempt emits while being let go (an AbortError from inside its
             // unsubscribe, say) must not count as a second failure and start a second retry.
             isCurrent = false;
+            span?.attempt(attempt, attemptDelayMs, error);
             stopAttempt(); // the HTTP links abort their request when unsubscribed
             orFail(() => onAttemptError(error, context));
           };
@@ -163,18 +170,20 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
             moveOn(TRPCClientError.from(new AttemptTimeoutError(timeoutMs))),
           );
 
-          const subscription = next(attemptOp).subscribe({
-            next(envelope) {
-              if (!finished) succeed(envelope, context);
-            },
-            error(error) {
-              if (!finished && isCurrent) moveOn(error);
-            },
-            complete() {
-              // After a result the call has already completed; without one, the current attempt failed.
-              if (!finished && isCurrent) fail(new Error(`idempotencyLink: ${op.path} completed without a result`));
-            },
-          });
+          const subscribe = () =>
+            next(attemptOp).subscribe({
+              next(envelope) {
+                if (!finished) succeed(envelope, context);
+              },
+              error(error) {
+                if (!finished && isCurrent) moveOn(error);
+              },
+              complete() {
+                // After a result the call has already completed; without one, the current attempt failed.
+                if (!finished && isCurrent) fail(new Error(`idempotencyLink: ${op.path} completed without a result`));
+              },
+            });
+          const subscription = span ? span.within(subscribe) : subscribe();
           // A synchronous answer (or abort) may already have moved on: drop this attempt then.
           if (finished || !isCurrent) subscription.unsubscribe();
           else current = subscription;
@@ -225,6 +234,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
               const now = o.identity?.();
               if (!Object.is(now, identity)) return fail(new IdentityChangedError(op.path, error));
               unthrowing('onRetry', () => o.onRetry?.({ op, attempt: attempt + 1, delayMs, error, key }));
+              attemptDelayMs = delayMs;
               send();
             }),
           );
@@ -240,6 +250,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           cancelBackoff();
           stopAttempt();
           op.signal?.removeEventListener('abort', onAbort);
+          span?.end(info.attempts, info.replayed);
         };
       });
     };

@@ -13,6 +13,7 @@ export { type FetchLike, idempotencyFetch } from './idempotencyFetch.js';
 export { type AppHeaders, type HeadersOptions, idempotencyHeaders } from './idempotencyHeaders.js';
 export { idempotencyLink } from './idempotencyLink.js';
 export type { Jitter } from './internals/backoff.js';
+export type { OpenTelemetryApi } from './internals/callSpan.js';
 export type { IdempotencyLinkOptions, RetryEvent } from './internals/options.js';
 export * from './pendingCallsLink.js';
 export { type RetryBudget, type RetryBudgetOptions, retryBudget } from './retryBudget.js';

@@ -4,6 +4,7 @@ import { generateKey } from '../generateKey.js';
 import { type RetryBudget, type RetryBudgetOptions, retryBudget } from '../retryBudget.js';
 import type { IdempotencySettledEvent, MutationPath } from '../types.js';
 import type { Jitter } from './backoff.js';
+import type { OpenTelemetryApi } from './callSpan.js';
 
 /** What `onRetry` gets, just before a retry is sent. */
 export interface RetryEvent {
@@ -75,6 +76,13 @@ export interface IdempotencyLinkOptions<TRouter extends AnyRouter> {
    * @default undefined — a retry carries whatever headers are current
    */
   identity?: () => unknown;
+  /**
+   * OpenTelemetry: pass the `@opentelemetry/api` module (its namespace import, `* as otel`) for a span per
+   * keyed call, with an event per attempt and the replay flag (docs/telemetry.md). The package never imports it
+   * itself: without this option nothing of OpenTelemetry runs or loads.
+   * @default undefined
+   */
+  telemetry?: OpenTelemetryApi;
 }
 
 export interface ResolvedOptions {
@@ -91,6 +99,7 @@ export interface ResolvedOptions {
   onSettled: ((event: IdempotencySettledEvent) => void) | undefined;
   random: () => number;
   identity: (() => unknown) | undefined;
+  telemetry: OpenTelemetryApi | undefined;
 }
 
 const JITTERS: readonly Jitter[] = ['full', 'equal', 'decorrelated', 'none'];
@@ -123,6 +132,7 @@ export function resolveOptions(
     onSettled: opts.onSettled,
     random: opts.random ?? Math.random,
     identity: opts.identity,
+    telemetry: opts.telemetry,
   };
 }
 
