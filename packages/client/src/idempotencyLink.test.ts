@@ -3,6 +3,7 @@ import { type Observer, observable } from '@trpc/server/observable';
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { type Answer, ok, scriptedLink } from './__tests__/scriptedLink.js';
 import { getIdempotencyReason, IdentityChangedError } from './idempotencyError.js';
+import { idempotencyHeaders } from './idempotencyHeaders.js';
 import { idempotencyLink } from './idempotencyLink.js';
 import type { IdempotencyLinkOptions } from './internals/options.js';
 import { isOutcomeUnknown } from './pendingCallsLink.js';
@@ -87,6 +88,48 @@ describe('keys', () => {
     await expect(client.mutation('refund', {})).rejects.toThrow();
     expect(seen).toHaveLength(2);
     expect(seen.map((s) => s.op.context.idempotencyKey)).toEqual([undefined, undefined]);
+  });
+});
+
+describe('keys from the input (inputKeyed)', () => {
+  test('an input-keyed mutation sends no key header on any attempt, and is still retried', async () => {
+    const { client, seen } = setup((n) => (n < 3 ? 'network' : ok('placed')), {
+      procedures: [],
+      inputKeyed: ['orders.place'],
+    });
+    const info: IdempotencyCallInfo = { attempts: 0, replayed: false, settled: false };
+    const call = settle(
+      client.mutation(
+        'orders.place',
+        { orderId: 'o-1' },
+        { context: { idempotencyKey: 'given', idempotencyInfo: info } },
+      ),
+    );
+    await vi.runAllTimersAsync();
+    expect(call.value).toBe('placed');
+    expect(seen).toHaveLength(3);
+    for (const { op } of seen) {
+      expect(op.input).toEqual({ orderId: 'o-1' });
+      expect(idempotencyHeaders({ op })).toEqual({});
+    }
+    expect(info).toMatchObject({ attempts: 3, settled: true });
+  });
+
+  test("inputKeyed is retried under procedures: 'all' as well, and other mutations keep their keys", async () => {
+    const { client, seen } = setup((n) => (n === 1 ? 'network' : ok()), {
+      procedures: 'all',
+      inputKeyed: ['orders.place'],
+    });
+    const placed = settle(client.mutation('orders.place', { orderId: 'o-2' }));
+    await vi.runAllTimersAsync();
+    expect(placed.done).toBe(true);
+    expect(seen.map(({ op }) => idempotencyHeaders({ op }))).toEqual([{}, {}]);
+    await client.mutation('pay', { amount: 1 });
+    expect(idempotencyHeaders({ op: seen[2]!.op })).toHaveProperty('Idempotency-Key');
+  });
+
+  test('inputKeyed must be an array of paths', () => {
+    expect(() => idempotencyLink<any>({ procedures: [], inputKeyed: 'orders.place' as never })).toThrow(/inputKeyed/);
   });
 });
 

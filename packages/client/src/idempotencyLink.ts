@@ -25,7 +25,12 @@ import type { IdempotencyCallInfo } from './types.js';
  * {@link idempotencyHeaders} so the key reaches the server.
  */
 export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLinkOptions<TRouter>): TRPCLink<TRouter> {
-  const o = resolveOptions(opts as Omit<typeof opts, 'procedures'> & { procedures: readonly string[] | 'all' });
+  const o = resolveOptions(
+    opts as Omit<typeof opts, 'procedures' | 'inputKeyed'> & {
+      procedures: readonly string[] | 'all';
+      inputKeyed?: readonly string[];
+    },
+  );
   /**
    * Keys whose last call ended with its outcome unknown: a "try again" with such a key starts unanswered, so a
    * refusal that says nothing of the key (a 401 on its first attempt) cannot settle what the earlier call did.
@@ -62,6 +67,8 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
         }
         Object.assign(info, { key, attempts: 0, replayed: false, settled: false });
         const span = o.telemetry ? new CallSpan(o.telemetry, op.path) : undefined;
+        // The server keys it from its input: the key stays the call's handle here, and no header carries it.
+        const sentKey = o.isInputKeyed(op.path) ? undefined : key;
 
         // Elapsed time on the monotonic clock: a wall clock stepped back (NTP, the user) must not stretch the cap.
         const startedAt = performance.now();
@@ -150,7 +157,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           attempt++;
           info.attempts = attempt;
           // A fresh context per attempt: idempotencyHeaders records its batch position against it.
-          const context: OperationContext = { ...op.context, idempotencyKey: key };
+          const context: OperationContext = { ...op.context, idempotencyKey: sentKey };
           const attemptOp: Operation = { ...op, context };
           const remaining = o.maxElapsedMs - elapsed();
           const timeoutMs = Math.max(1, Math.min(o.attemptTimeoutMs, remaining));

@@ -3,6 +3,7 @@ import { observable } from '@trpc/server/observable';
 import superjson from 'superjson';
 import { describe, expect, test } from 'vitest';
 import { type Answer, ok, scriptedLink } from './__tests__/scriptedLink.js';
+import { idempotencyHeaders } from './idempotencyHeaders.js';
 import { idempotencyLink } from './idempotencyLink.js';
 import { callWithIdempotencyContext } from './internals/ambientContext.js';
 import { isOutcomeUnknown, type PendingCallsLinkOptions, pendingCallsLink } from './pendingCallsLink.js';
@@ -663,4 +664,41 @@ test('a stored call whose path is no longer keyed is never re-sent: reported fai
   expect(resumed?.status).toBe('failed');
   expect(seen).toHaveLength(0);
   expect(await store.list('default')).toEqual([]);
+});
+
+test('an input-keyed call is stored, and resumed with its own input and no key header', async () => {
+  const storage = memoryAsyncStorage();
+  const start = (script: (attempt: number) => Answer, from = storage) => {
+    const server = scriptedLink(script);
+    const pending = pendingCallsLink<any>({
+      procedures: [],
+      inputKeyed: ['orders.place'],
+      store: asyncStorageStore(from),
+    });
+    const client = createTRPCUntypedClient({
+      links: [
+        pending,
+        idempotencyLink<any>({
+          procedures: [],
+          inputKeyed: ['orders.place'],
+          attempts: 2,
+          baseDelayMs: 0,
+          budget: false,
+        }),
+        server.link,
+      ],
+    });
+    return { client, pending, seen: server.seen };
+  };
+  const before = start(() => lost);
+  const lostCall = (await outcome(before.client.mutation('orders.place', { orderId: 'o-9' }))) as { error: unknown };
+  expect(isOutcomeUnknown(lostCall.error)).toBe(true);
+  const [stored] = await before.pending.list();
+  expect(stored).toMatchObject({ path: 'orders.place', input: '{"orderId":"o-9"}' });
+
+  const after = start(() => ok('placed'), storage.restart());
+  const [resumed] = await after.pending.resume(after.client);
+  expect(resumed).toMatchObject({ status: 'succeeded', data: 'placed', input: { orderId: 'o-9' } });
+  expect([...before.seen, ...after.seen].map(({ op }) => idempotencyHeaders({ op }))).toEqual([{}, {}, {}]);
+  expect(await after.pending.list()).toEqual([]);
 });

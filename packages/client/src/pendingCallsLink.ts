@@ -51,6 +51,12 @@ export interface PendingCallsLinkOptions<TRouter extends AnyRouter> {
   /** The keyed mutations, as given to `idempotencyLink`. */
   procedures: readonly MutationPath<TRouter>[] | 'all';
   /**
+   * The mutations the server keys from their input, as given to `idempotencyLink`: stored and resumed like the
+   * others, under a key of the client's own that is never sent (the resumed input gives the server the same key).
+   * @default []
+   */
+  inputKeyed?: readonly MutationPath<TRouter>[];
+  /**
    * Where calls without a definitive answer are kept across reloads. Nothing is stored without it: the
    * link then only hands each call's key (the caller's, or `useIdempotentMutation`'s) to `idempotencyLink`.
    * @default undefined — nothing stored
@@ -133,7 +139,8 @@ export function pendingCallsLink<TRouter extends AnyRouter>(
   opts: PendingCallsLinkOptions<TRouter>,
 ): PendingCallsLink<TRouter> {
   const { store } = opts;
-  const guarded = opts.procedures === 'all' ? undefined : new Set<string>(opts.procedures);
+  const guarded =
+    opts.procedures === 'all' ? undefined : new Set<string>([...opts.procedures, ...(opts.inputKeyed ?? [])]);
   const user = opts.user ?? (() => 'default');
   const ttlMs = opts.ttlMs ?? 86_400_000;
   const safetyMarginMs = opts.safetyMarginMs ?? 60_000;

@@ -39,6 +39,14 @@ describe('procedures', () => {
     // @ts-expect-error a router is not a procedure
     idempotencyLink<AppRouter>({ procedures: ['payments'] });
   });
+
+  test('inputKeyed takes mutation paths, as procedures does', () => {
+    idempotencyLink<AppRouter>({ procedures: ['payments.create'], inputKeyed: ['orders.place'] });
+    // @ts-expect-error a query is never keyed
+    idempotencyLink<AppRouter>({ procedures: [], inputKeyed: ['payments.list'] });
+    // @ts-expect-error misspelt path
+    idempotencyLink<AppRouter>({ procedures: [], inputKeyed: ['orders.plaec'] });
+  });
 });
 
 describe('headers and fetch', () => {

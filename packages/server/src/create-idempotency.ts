@@ -3,8 +3,10 @@ import type { Kysely } from 'kysely';
 import { ReplayCache } from './cache/replay-cache.js';
 import { createEmitter } from './events.js';
 import type { IdempotencyContext, Runtime } from './middleware/call.js';
+import { type CallSource, headerSource } from './middleware/call-source.js';
 import { createMiddlewareFunction } from './middleware/idempotency-middleware.js';
 import { InFlightCalls } from './middleware/in-flight-calls.js';
+import { checkFromInput, type FromInputOptions, inputSource } from './middleware/input-source.js';
 import { createLeaseRenewer, runLeaseMode } from './modes/lease-mode.js';
 import { runTransactionMode } from './modes/transaction-mode.js';
 import { type IdempotencyOptions, resolveOptions } from './options.js';
@@ -31,6 +33,23 @@ export interface Idempotency<TContext, DB, TRequired extends boolean = true> {
    * shape `scope` was typed with, and adds `ctx.idempotency`.
    */
   middleware: TRPCMiddlewareBuilder<TContext, object, { idempotency: IdempotencyContextFor<DB, TRequired> }, unknown>;
+  /**
+   * The middleware for one procedure whose key or fingerprint comes from its parsed input; place it after
+   * `.input()`, where `input` is typed from the procedure:
+   *
+   * ```ts
+   * .input(z.object({ orderId: z.string(), amount: z.number(), sentAt: z.string() }))
+   * .use(idempotency.fromInput({
+   *   key: ({ input }) => `order:${input.orderId}`,
+   *   fingerprint: ({ input }) => ({ amount: input.amount }),
+   * }))
+   * ```
+   *
+   * It shares the table, the scope and the in-process state of `middleware`.
+   */
+  fromInput<TInput>(
+    opts: FromInputOptions<TContext, TInput>,
+  ): TRPCMiddlewareBuilder<TContext, object, { idempotency: IdempotencyContextFor<DB, TRequired> }, TInput>;
   /** Creates the table and its expiry index if missing. Idempotent, and safe when several instances start at once. */
   migrate(): Promise<void>;
   /** Deletes expired rows in bounded batches (never a live lease) and returns how many; safe to run from cron. */
@@ -62,19 +81,25 @@ export function createIdempotency<TContext extends object, DB, TRequired extends
     emit: createEmitter(resolved.onEvent),
     leases: resolved.mode === 'lease' ? createLeaseRenewer(dialect.store, dialect.sql, resolved.lease) : undefined,
   };
-  const untraced = createMiddlewareFunction(
-    rt,
-    new InFlightCalls(resolved.mode === 'transaction'),
-    resolved.mode === 'lease' ? runLeaseMode : runTransactionMode,
-  );
+  // One gate for every middleware of this instance: a key from the input and one from a header can be the same.
+  const gate = new InFlightCalls(resolved.mode === 'transaction');
+  const runMode = resolved.mode === 'lease' ? runLeaseMode : runTransactionMode;
   // Without `telemetry` the middleware is not wrapped: a call pays nothing for it.
-  const fn = resolved.telemetry
-    ? new Telemetry(resolved.telemetry, resolved.mode, dialect.name).wrap(untraced)
-    : untraced;
-  const middleware = experimental_trpcMiddleware<{ ctx: TContext }>().create(fn as never);
+  const telemetry = resolved.telemetry ? new Telemetry(resolved.telemetry, resolved.mode, dialect.name) : undefined;
+  const build = (source: CallSource) => {
+    const untraced = createMiddlewareFunction(rt, gate, runMode, source);
+    const fn = telemetry ? telemetry.wrap(untraced) : untraced;
+    return experimental_trpcMiddleware<{ ctx: TContext }>().create(fn as never) as unknown as Idempotency<
+      TContext,
+      DB,
+      TRequired
+    >['middleware'];
+  };
 
   return {
-    middleware: middleware as unknown as Idempotency<TContext, DB, TRequired>['middleware'],
+    middleware: build(headerSource(rt)),
+    fromInput: <TInput>(opts: FromInputOptions<TContext, TInput>) =>
+      build(inputSource(rt, checkFromInput(opts as FromInputOptions<unknown, unknown>))) as never,
     migrate: () => dialect.migrate(),
     async purgeExpired(opts = {}) {
       const batchSize = opts.batchSize ?? 1000;

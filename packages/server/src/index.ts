@@ -10,6 +10,7 @@ export { IdempotencyError, type IdempotencyReason, isIdempotencyError } from './
 export { StoredErrorCause } from './errors/stored-error-cause.js';
 export type { IdempotencyEvent, IdempotencyEventType } from './events.js';
 export type { IdempotencyContext } from './middleware/call.js';
+export type { FromInputOptions } from './middleware/input-source.js';
 export type { IdempotencyMode, IdempotencyOptions } from './options.js';
 export { defaultSerializer, type Serializer } from './serialize/serializer.js';
 export type { PgClientLike, PgPoolLike } from './store/pg-pool-like.js';

@@ -261,6 +261,38 @@ export function createPaymentsApp(opts: PaymentsAppOptions) {
           return { ref: input.ref, data: 'x'.repeat(input.bytes) };
         }),
     }),
+    orders: t.router({
+      /**
+       * Keyed by the order id in its input, not by a header (`fromInput`); the fingerprint covers the order id and
+       * the amount, not `sentAt`, which a client sets on every attempt.
+       */
+      place: authed
+        .input(
+          z.object({
+            orderId: z.string(),
+            amount: z.number().int(),
+            sentAt: z.string(),
+            delayMs: z.number().int().nonnegative().optional(),
+          }),
+        )
+        .use(
+          idempotency.fromInput({
+            key: ({ input }) => `order:${input.orderId}`,
+            fingerprint: ({ input }) => ({ orderId: input.orderId, amount: input.amount }),
+          }),
+        )
+        .mutation(async ({ ctx, input }) => {
+          const { key, scope, takeover, db } = ctx.idempotency;
+          const run = nextRun();
+          opts.onEnter?.({ path: 'orders.place', ref: input.orderId, scope, key, run, takeover });
+          const { orderId: ref, amount } = input;
+          const row = { ref, amount, user_id: ctx.user, scope, idem_key: key, run, instance };
+          const paymentId = await insertLedgerRow(db, row);
+          const delay = input.delayMs ?? opts.handlerDelayMs ?? 0;
+          if (delay > 0) await sleep(delay);
+          return { paymentId, orderId: ref, amount, instance, scope, run };
+        }),
+    }),
   });
 
   const createContext = ({ req, res }: { req: IncomingMessage; res: ServerResponse }): AppContext => {

@@ -26,6 +26,14 @@ export interface IdempotencyLinkOptions<TRouter extends AnyRouter> {
    */
   procedures: readonly MutationPath<TRouter>[] | 'all';
   /**
+   * Mutations the server keys from their input (`idempotency.fromInput({ key })`): retried like `procedures`, with
+   * the same input, but sent without an `Idempotency-Key` header, which the server would ignore. The link still
+   * makes (or takes) a key per call as the call's handle in `onRetry`, `onSettled`, `context.idempotencyInfo` and
+   * `pendingCallsLink`'s records; it never leaves the client. Need not be listed in `procedures` too.
+   * @default []
+   */
+  inputKeyed?: readonly MutationPath<TRouter>[];
+  /**
    * Total attempts, the first included. With the default backoff, five attempts wait at most 4.5 s in all
    * (2.25 s on average): enough to ride out a dropped connection or a rolling restart.
    * @default 5
@@ -87,6 +95,8 @@ export interface IdempotencyLinkOptions<TRouter extends AnyRouter> {
 
 export interface ResolvedOptions {
   isGuarded: (path: string) => boolean;
+  /** Whether the server keys this path from its input: no key header then. */
+  isInputKeyed: (path: string) => boolean;
   attempts: number;
   baseDelayMs: number;
   maxDelayMs: number;
@@ -106,13 +116,19 @@ const JITTERS: readonly Jitter[] = ['full', 'equal', 'decorrelated', 'none'];
 
 /** Merges defaults once and rejects bad options early, naming the option. */
 export function resolveOptions(
-  opts: Omit<IdempotencyLinkOptions<AnyRouter>, 'procedures'> & { procedures: readonly string[] | 'all' },
+  opts: Omit<IdempotencyLinkOptions<AnyRouter>, 'procedures' | 'inputKeyed'> & {
+    procedures: readonly string[] | 'all';
+    inputKeyed?: readonly string[];
+  },
 ): ResolvedOptions {
-  const { procedures } = opts;
+  const { procedures, inputKeyed = [] } = opts;
   if (procedures !== 'all' && !Array.isArray(procedures)) {
     throw new TypeError("idempotencyLink: `procedures` must be an array of mutation paths or 'all'");
   }
-  const guarded = procedures === 'all' ? undefined : new Set<string>(procedures);
+  if (!Array.isArray(inputKeyed))
+    throw new TypeError('idempotencyLink: `inputKeyed` must be an array of mutation paths');
+  const fromInput = new Set<string>(inputKeyed);
+  const guarded = procedures === 'all' ? undefined : new Set<string>([...procedures, ...inputKeyed]);
   const jitter = opts.jitter ?? 'full';
   if (!JITTERS.includes(jitter)) {
     throw new TypeError(`idempotencyLink: \`jitter\` must be one of ${JITTERS.join(', ')}, got ${String(jitter)}`);
@@ -120,6 +136,7 @@ export function resolveOptions(
   const budget = opts.budget ?? {};
   return {
     isGuarded: guarded ? (path) => guarded.has(path) : () => true,
+    isInputKeyed: fromInput.size > 0 ? (path) => fromInput.has(path) : () => false,
     attempts: integer('attempts', opts.attempts ?? 5, 1),
     baseDelayMs: duration('baseDelayMs', opts.baseDelayMs ?? 300, 0),
     maxDelayMs: duration('maxDelayMs', opts.maxDelayMs ?? 10_000, 0),

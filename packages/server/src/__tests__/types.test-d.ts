@@ -94,4 +94,55 @@ describe('createIdempotency types', () => {
     expectTypeOf(idempotency.migrate()).toEqualTypeOf<Promise<void>>();
     expectTypeOf(idempotency.purgeExpired({ batchSize: 10 })).toEqualTypeOf<Promise<number>>();
   });
+
+  it('types fromInput from the input of the procedure it is used on, after .input()', () => {
+    const idempotency = createIdempotency({ db, scope: ({ ctx }: { ctx: Context }) => `user:${ctx.user?.id}` });
+    const place = authed
+      .input(z.object({ orderId: z.string(), amount: z.number(), sentAt: z.date() }))
+      .use(
+        idempotency.fromInput({
+          key: ({ input, ctx }) => {
+            expectTypeOf(input).toEqualTypeOf<{ orderId: string; amount: number; sentAt: Date }>();
+            expectTypeOf(ctx).toEqualTypeOf<Context>();
+            return `order:${input.orderId}`;
+          },
+          fingerprint: ({ input }) => ({ amount: input.amount }),
+        }),
+      )
+      .mutation(({ ctx, input }) => {
+        expectTypeOf(ctx.idempotency).toEqualTypeOf<IdempotencyContext<DB>>();
+        expectTypeOf(ctx.user).toEqualTypeOf<{ id: string }>();
+        expectTypeOf(input.sentAt).toEqualTypeOf<Date>();
+        return input.orderId;
+      });
+    const router = t.router({ place });
+    expectTypeOf<inferRouterInputs<typeof router>['place']>().toEqualTypeOf<{
+      orderId: string;
+      amount: number;
+      sentAt: Date;
+    }>();
+
+    t.procedure
+      .input(z.object({ orderId: z.string() }))
+      // @ts-expect-error: the input has no field `nope`
+      .use(idempotency.fromInput({ key: ({ input }) => input.nope }));
+    t.procedure
+      .input(z.object({ orderId: z.number() }))
+      // @ts-expect-error: a key is a string
+      .use(idempotency.fromInput({ key: ({ input }) => input.orderId }));
+    // Before `.input()` there is no typed input to read a key from.
+    // @ts-expect-error: `input` is not typed yet
+    t.procedure.use(idempotency.fromInput({ key: ({ input }) => input.orderId }));
+  });
+
+  it('types fromInput from an annotated input when it is made apart from the procedure', () => {
+    const idempotency = createIdempotency({ db, scope: ({ ctx }: { ctx: Context }) => `user:${ctx.user?.id}` });
+    const byOrder = idempotency.fromInput({ key: ({ input }: { input: { orderId: string } }) => input.orderId });
+    t.procedure
+      .input(z.object({ orderId: z.string(), amount: z.number() }))
+      .use(byOrder)
+      .mutation(({ ctx }) => expectTypeOf(ctx.idempotency.key).toEqualTypeOf<string>());
+    // @ts-expect-error: this procedure's input has no orderId
+    t.procedure.input(z.object({ amount: z.number() })).use(byOrder);
+  });
 });

@@ -5,16 +5,12 @@ import { fingerprint } from './fingerprint.js';
 const LIMIT_OPTION = { too_deep: 'maxInputDepth', too_large: 'maxInputBytes' } as const;
 
 /**
- * The call's fingerprint, or the 4xx that says why its input cannot have one: 413 past `maxInputBytes`, 400 past
- * `maxInputDepth` or for what cannot be fingerprinted (a binary stream). Never a 500: the same input always gets
- * the same answer, so a client must not retry it.
+ * The call's fingerprint over `{ path, input }` (`input`: the raw input, or the part `fromInput`'s `fingerprint`
+ * chose), or the 4xx that says why it cannot have one: 413 past `maxInputBytes`, 400 past `maxInputDepth` or for
+ * what cannot be fingerprinted (a binary stream). Never a 500: the same input always gets the same answer, so a
+ * client must not retry it.
  */
-export async function fingerprintInput(
-  path: string,
-  getRawInput: () => Promise<unknown>,
-  limits: EncodeLimits,
-): Promise<string> {
-  const input = await getRawInput();
+export async function fingerprintInput(path: string, input: unknown, limits: EncodeLimits): Promise<string> {
   try {
     // Plain data hashes synchronously: awaiting the string itself would only add a turn of the microtask queue.
     const hex = fingerprint(path, input, limits);

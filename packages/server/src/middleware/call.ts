@@ -56,6 +56,8 @@ export interface Call {
   path: string;
   fingerprint: string;
   form: 'single' | 'batch';
+  /** The key came from the input (`fromInput`'s `key`), not from a header: error messages say so. */
+  fromInput: boolean;
   batchIndex: number;
   ctx: unknown;
   /** performance.now() when the middleware started. */

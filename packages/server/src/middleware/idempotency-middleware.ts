@@ -1,53 +1,37 @@
 import { callId } from '../cache/replay-cache.js';
 import { IdempotencyError, isIdempotencyError, toTRPCError } from '../errors/idempotency-error.js';
 import { fingerprintInput } from '../fingerprint/fingerprint-input.js';
-import type { CallTrace } from '../telemetry/call-trace.js';
-import { validateKey } from '../wire/parse-idempotency-key.js';
-import { readRequestKey } from '../wire/read-request-key.js';
 import type { Call, MiddlewareResultLike, NextFn, Runtime } from './call.js';
+import type { CallSource, FoundKey, MiddlewareOpts } from './call-source.js';
 import { checkPath, checkScope } from './call-text.js';
 import type { InFlightCalls } from './in-flight-calls.js';
 import { conflict, event, mismatch, replay } from './outcomes.js';
-
-/** The options tRPC passes a middleware, as far as this one reads them. */
-export interface MiddlewareOpts {
-  ctx: unknown;
-  path: string;
-  batchIndex: number;
-  getRawInput: () => Promise<unknown>;
-  next: (opts?: { ctx: object }) => Promise<unknown>;
-  /** Passed in by the telemetry wrapper (telemetry.ts). */
-  trace?: CallTrace;
-}
 
 export type ModeRunner = (rt: Runtime, call: Call, next: NextFn) => Promise<MiddlewareResultLike>;
 
 /**
  * The middleware function: finds and validates the key, fingerprints the call, replays from the in-process cache
  * when it can (no round trip), lets one call per key through the in-process gate, then hands over to the mode.
+ * `source` says where the key comes from and what the fingerprint covers (headers and raw input, or the typed input).
  */
-export function createMiddlewareFunction(rt: Runtime, gate: InFlightCalls, runMode: ModeRunner) {
+export function createMiddlewareFunction(rt: Runtime, gate: InFlightCalls, runMode: ModeRunner, source: CallSource) {
   const { options } = rt;
   return async function idempotencyMiddleware(opts: MiddlewareOpts): Promise<unknown> {
     const startedAt = performance.now();
     const { ctx, path, batchIndex } = opts;
-    const found = findKey(rt, ctx, batchIndex);
+    const found = findKey(source, opts);
     if (!found) {
       if (!options.required) return opts.next({ ctx: { idempotency: null } });
-      throw toTRPCError(
-        new IdempotencyError(
-          'key_missing',
-          `${path} requires an Idempotency-Key header: send a unique key per operation and the same key on every retry`,
-        ),
-      );
+      throw toTRPCError(new IdempotencyError('key_missing', source.missing(path)));
     }
     const scope = checkScope(options.scope({ ctx }), rt.scopeStorage);
     const call: Call = {
       scope,
       key: found.key,
       path: checkPath(path),
-      fingerprint: await fingerprintInput(path, opts.getRawInput, options.inputLimits),
+      fingerprint: await fingerprintInput(path, await source.fingerprinted(opts), options.inputLimits),
       form: found.form,
+      fromInput: found.fromInput === true,
       batchIndex,
       ctx,
       startedAt,
@@ -84,13 +68,9 @@ function replayFromCache(rt: Runtime, call: Call): MiddlewareResultLike | undefi
   return replay(rt, call, hit.response);
 }
 
-function findKey(rt: Runtime, ctx: unknown, batchIndex: number): { key: string; form: 'single' | 'batch' } | undefined {
+function findKey(source: CallSource, opts: MiddlewareOpts): FoundKey | undefined {
   try {
-    const custom = rt.options.key;
-    if (!custom) return readRequestKey(ctx, batchIndex);
-    const key = custom({ ctx, batchIndex });
-    if (key === undefined) return undefined;
-    return { key: validateKey(key), form: batchIndex === 0 ? 'single' : 'batch' };
+    return source.key(opts);
   } catch (error) {
     throw isIdempotencyError(error) ? toTRPCError(error) : error;
   }

@@ -78,7 +78,10 @@ export function mismatch(rt: Runtime, call: Call): TRPCError {
   return toTRPCError(
     new IdempotencyError(
       'payload_mismatch',
-      `Idempotency-Key "${call.key}" was already used with a different procedure or input: send a new key for a new request`,
+      call.fromInput
+        ? `The idempotency key "${call.key}" that ${call.path} takes from its input was already used with a different ` +
+            'procedure or a different fingerprinted input: the same key must come with the same input on every retry'
+        : `Idempotency-Key "${call.key}" was already used with a different procedure or input: send a new key for a new request`,
     ),
   );
 }

@@ -1,5 +1,5 @@
 import type { IdempotencyEventType } from '../events.js';
-import type { MiddlewareOpts } from '../middleware/idempotency-middleware.js';
+import type { MiddlewareOpts } from '../middleware/call-source.js';
 import type { IdempotencyMode } from '../options.js';
 import type { DialectName } from '../store/dialects/dialect.js';
 import { CallTrace } from './call-trace.js';

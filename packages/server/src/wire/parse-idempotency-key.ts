@@ -21,7 +21,7 @@ function describeChar(code: number): string {
 }
 
 /** What is wrong with a key, or undefined when it is 1–255 characters of visible ASCII (0x21–0x7E). */
-function keyProblem(key: unknown): string | undefined {
+export function keyProblem(key: unknown): string | undefined {
   if (typeof key !== 'string') return `it must be a string, got ${typeof key}`;
   if (key.length === 0) return 'it is empty';
   if (key.length > MAX_KEY_LENGTH) return `it is ${key.length} characters long, longer than ${MAX_KEY_LENGTH}`;
