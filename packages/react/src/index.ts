@@ -1,6 +1,6 @@
 export { EarlierOutcomeUnknownError } from './earlierOutcomeUnknownError.js';
-export type { EarlierOutcome, IdempotentCall, IdempotentCallResult } from './internals/actionController.js';
-export { NewInputNotConfirmedError } from './newInputNotConfirmedError.js';
+export type { IdempotentCall, IdempotentCallResult } from './internals/actionController.js';
+export { type EarlierOutcome, NewInputNotConfirmedError } from './newInputNotConfirmedError.js';
 export {
   type IdempotentMutationResult,
   type IdempotentMutationSettings,

@@ -1,4 +1,7 @@
-import type { EarlierOutcome } from './internals/actionController.js';
+/** What became of the earlier submission when the input changed after its outcome was unknown. */
+export type EarlierOutcome<TData, TVariables> =
+  | { status: 'succeeded'; key: string; variables: TVariables; data: TData; replayed: boolean }
+  | { status: 'failed'; key: string; variables: TVariables; error: unknown };
 
 /**
  * Thrown by a mutation whose input changed while an earlier submission of the action was unknown or in flight,

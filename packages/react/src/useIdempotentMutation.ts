@@ -8,13 +8,9 @@ import {
 } from '@tanstack/react-query';
 import { generateKey as defaultGenerateKey } from '@trpc-idempotency/client';
 import { useCallback, useEffect, useRef, useState } from 'react';
-import {
-  ActionController,
-  type EarlierOutcome,
-  type IdempotentCall,
-  type IdempotentCallResult,
-} from './internals/actionController.js';
+import { ActionController, type IdempotentCall, type IdempotentCallResult } from './internals/actionController.js';
 import { isDevelopment, warnKeyNotDelivered, warnRetrySet } from './internals/warnings.js';
+import type { EarlierOutcome } from './newInputNotConfirmedError.js';
 
 /** Options of `useIdempotentMutation` beyond the mutation's own. */
 export interface IdempotentMutationSettings<TData, TVariables> {

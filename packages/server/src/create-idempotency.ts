@@ -12,6 +12,7 @@ import { runTransactionMode } from './modes/transaction-mode.js';
 import { type IdempotencyOptions, resolveOptions } from './options.js';
 import { createStoreDialect } from './store/dialects/create-store-dialect.js';
 import { Telemetry } from './telemetry/telemetry.js';
+import { traceCalls } from './telemetry/trace-calls.js';
 
 /** `ctx.idempotency` as the resolver sees it: `null` only with `required: false` and no key sent. */
 export type IdempotencyContextFor<DB, TRequired extends boolean> = TRequired extends false
@@ -88,7 +89,7 @@ export function createIdempotency<TContext extends object, DB, TRequired extends
   const telemetry = resolved.telemetry ? new Telemetry(resolved.telemetry, resolved.mode, dialect.name) : undefined;
   const build = (source: CallSource) => {
     const untraced = createMiddlewareFunction(rt, gate, runMode, source);
-    const fn = telemetry ? telemetry.wrap(untraced) : untraced;
+    const fn = telemetry ? traceCalls(telemetry, untraced) : untraced;
     return experimental_trpcMiddleware<{ ctx: TContext }>().create(fn as never) as unknown as Idempotency<
       TContext,
       DB,

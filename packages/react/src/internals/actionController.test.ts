@@ -3,8 +3,8 @@ import { idempotencyLink, isOutcomeUnknown, pendingCallsLink } from '@trpc-idemp
 import { describe, expect, test } from 'vitest';
 import { ledgerServer, type Network } from '../__tests__/ledgerServer.js';
 import { EarlierOutcomeUnknownError } from '../earlierOutcomeUnknownError.js';
-import { NewInputNotConfirmedError } from '../newInputNotConfirmedError.js';
-import { ActionController, type ActionHooks, type EarlierOutcome } from './actionController.js';
+import { type EarlierOutcome, NewInputNotConfirmedError } from '../newInputNotConfirmedError.js';
+import { ActionController, type ActionHooks } from './actionController.js';
 
 type Input = { amountCents: number; description?: string };
 

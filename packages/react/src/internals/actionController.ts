@@ -1,6 +1,6 @@
 import { callWithIdempotencyContext, type IdempotencyCallInfo, isOutcomeUnknown } from '@trpc-idempotency/client';
 import { EarlierOutcomeUnknownError } from '../earlierOutcomeUnknownError.js';
-import { NewInputNotConfirmedError } from '../newInputNotConfirmedError.js';
+import { type EarlierOutcome, NewInputNotConfirmedError } from '../newInputNotConfirmedError.js';
 import { fingerprint } from './fingerprint.js';
 
 /** One call of the mutation function, as the app may want to list it. */
@@ -16,11 +16,6 @@ export interface IdempotentCall<TVariables> {
 /** How a call ended: `unknown` keeps the key for a "try again". */
 export type IdempotentCallResult<TData, TVariables> = IdempotentCall<TVariables> &
   ({ status: 'succeeded'; data: TData } | { status: 'failed'; error: unknown } | { status: 'unknown'; error: unknown });
-
-/** What became of the earlier submission when the input changed after its outcome was unknown. */
-export type EarlierOutcome<TData, TVariables> =
-  | { status: 'succeeded'; key: string; variables: TVariables; data: TData; replayed: boolean }
-  | { status: 'failed'; key: string; variables: TVariables; error: unknown };
 
 export interface ActionHooks<TData, TVariables> {
   generateKey: () => string;

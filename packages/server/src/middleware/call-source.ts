@@ -12,7 +12,7 @@ export interface MiddlewareOpts {
   batchIndex: number;
   getRawInput: () => Promise<unknown>;
   next: (opts?: { ctx: object }) => Promise<unknown>;
-  /** Passed in by the telemetry wrapper (telemetry.ts). */
+  /** Passed in by the telemetry wrapper (trace-calls.ts). */
   trace?: CallTrace;
 }
 

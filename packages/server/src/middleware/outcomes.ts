@@ -13,13 +13,13 @@ import {
   replayOutcome,
   UnstorableResultError,
 } from '../serialize/stored-response.js';
-import { utf8Bytes } from '../serialize/utf8-bytes.js';
 import { createHandlerDb } from '../store/handler-db.js';
 import type { Session } from '../store/session.js';
 import { isCancelled, isLockTimeout, isStoreUnavailable, isUndefinedTable } from '../store/store-errors.js';
 import type { CallTrace } from '../telemetry/call-trace.js';
 import type { Call, IdempotencyContext, MiddlewareResultLike, NextFn, Runtime } from './call.js';
 import { downstreamKey } from './downstream-key.js';
+import { oversizedBytes } from './response-limit.js';
 
 /* What the client gets for each outcome: replays, refusals and failures, with their events and headers. */
 
@@ -96,24 +96,6 @@ export function conflict(rt: Runtime, call: Call): TRPCError {
       { retryAfterMs: RETRY_AFTER_MS },
     ),
   );
-}
-
-/** The largest result that is stored: `maxResponseBytes`, or less where the store cannot take more in one statement. */
-function responseLimit(rt: Runtime): number {
-  const { maxResultBytes } = rt.store;
-  const { maxResponseBytes } = rt.options;
-  return maxResultBytes !== undefined && maxResultBytes < maxResponseBytes ? maxResultBytes : maxResponseBytes;
-}
-
-/**
- * The size in UTF-8 bytes of a result to store that is over `responseLimit`, else undefined. A stored error is a
- * result like a success: one too large to store is refused the same way, never stored cut short (its replay would
- * differ from what the first caller saw) nor left to fail the statement with a retryable 500.
- */
-export function oversizedBytes(rt: Runtime, response: string): number | undefined {
-  const limit = responseLimit(rt);
-  const bytes = utf8Bytes(response, limit);
-  return bytes > limit ? bytes : undefined;
 }
 
 /**

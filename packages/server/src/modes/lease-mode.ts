@@ -8,11 +8,11 @@ import {
   executed,
   handlerContext,
   mismatch,
-  oversizedBytes,
   replayRow,
   responseTooLarge,
   responseToStore,
 } from '../middleware/outcomes.js';
+import { oversizedBytes } from '../middleware/response-limit.js';
 import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
 import type { Row, Session, Statement } from '../store/session.js';
 import type { StepOwner } from '../store/step-statements.js';

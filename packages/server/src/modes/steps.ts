@@ -1,7 +1,7 @@
 import type { Transaction } from 'kysely';
 import type { Call, Runtime } from '../middleware/call.js';
 import { downstreamKey } from '../middleware/downstream-key.js';
-import { oversizedBytes } from '../middleware/outcomes.js';
+import { oversizedBytes } from '../middleware/response-limit.js';
 import { decodeStoredResponse, encodeStoredResponse, replayOutcome } from '../serialize/stored-response.js';
 import { createHandlerDb } from '../store/handler-db.js';
 import type { Session } from '../store/session.js';

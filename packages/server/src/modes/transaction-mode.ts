@@ -10,11 +10,11 @@ import {
   handlerContext,
   lostCompletionFailure,
   mismatch,
-  oversizedBytes,
   replayRow,
   responseTooLarge,
   responseToStore,
 } from '../middleware/outcomes.js';
+import { oversizedBytes } from '../middleware/response-limit.js';
 import { isExecute, preparedStatementMismatch } from '../store/prepared-statements.js';
 import type { Row, Session, Statement } from '../store/session.js';
 import { committedBefore } from '../store/snapshot.js';

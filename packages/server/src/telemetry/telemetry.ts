@@ -1,8 +1,6 @@
 import type { IdempotencyEventType } from '../events.js';
-import type { MiddlewareOpts } from '../middleware/call-source.js';
 import type { IdempotencyMode } from '../options.js';
 import type { DialectName } from '../store/dialects/dialect.js';
-import { CallTrace } from './call-trace.js';
 import { METRIC } from './names.js';
 import type { OpenTelemetryApi, OtelCounter, OtelHistogram, OtelTracer } from './otel-api.js';
 
@@ -68,20 +66,5 @@ export class Telemetry {
       }),
     };
     return this.#instruments;
-  }
-
-  /** The middleware, with a call span around each call and the call's trace passed in for the modes' hooks. */
-  wrap(fn: (opts: MiddlewareOpts) => Promise<unknown>): (opts: MiddlewareOpts) => Promise<unknown> {
-    return async (opts) => {
-      const trace = new CallTrace(this, opts.path);
-      try {
-        const result = await fn({ ...opts, trace });
-        trace.end(result);
-        return result;
-      } catch (error) {
-        trace.end(undefined, error);
-        throw error;
-      }
-    };
   }
 }
