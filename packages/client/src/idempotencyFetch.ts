@@ -44,7 +44,9 @@ export function idempotencyFetch(fetchImpl?: FetchLike): FetchLike {
     const body = {
       error: {
         code,
-        message: `HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ''} from ${url}: not a tRPC response (a proxy or gateway answered)`,
+        message:
+          `HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ''} from ${url}: ` +
+          'not a tRPC response (a proxy or gateway answered)',
         data: { code: name, httpStatus: response.status, nonTrpcResponse: true },
       },
     };

@@ -52,7 +52,7 @@ function call(
 }
 
 describe('found by the schedule property test', () => {
-  test('seed 20261203: an attempt timeout whose unsubscribe errors synchronously is retried once, not twice', async () => {
+  test('seed 20261203: an attempt timed out whose unsubscribe throws at once is retried once, not twice', async () => {
     const downstream = abortsSynchronously();
     const events = call({ attempts: 2, attemptTimeoutMs: 1, maxElapsedMs: 1_000, baseDelayMs: 0 }, downstream.next);
     await vi.runAllTimersAsync();
@@ -98,7 +98,7 @@ describe('found by the schedule property test', () => {
     });
   });
 
-  describe('seed 20261203: a random source or a budget that throws fails the call with its error instead of leaving it hanging', () => {
+  describe('seed 20261203: a random source or a budget that throws fails the call with its error, not hanging', () => {
     const cases: [string, Partial<IdempotencyLinkOptions<any>>][] = [
       ['random', { random: throws }],
       ['budget.canRetry', { budget: { recordAnswered() {}, canRetry: throws, tryAcquireRetry: () => true } }],
@@ -114,7 +114,8 @@ describe('found by the schedule property test', () => {
     });
   });
 
-  test('seed 20261203: a retry whose backoff fires at maxElapsedMs (a 0 ms timer waits 1 ms) is not sent; the call fails with its last error', async () => {
+  // Its backoff fires at maxElapsedMs (a 0 ms timer waits 1 ms).
+  test('seed 20261203: a retry due at maxElapsedMs is not sent; the call fails with its last error', async () => {
     const server = scriptedLink(() => 'hang');
     const events = call({ attempts: 2, attemptTimeoutMs: 1, maxElapsedMs: 1, baseDelayMs: 0 }, (op) =>
       server.link({})({ op, next: () => endOfChain() }),

@@ -264,7 +264,8 @@ function tally(log: readonly Event[], calls: number, opts: LinkOptions) {
   }
 }
 
-test('under every interleaving of answers, stale answers, timeouts, aborts and unsubscribes, each call ends once, with the value an attempt returned or an error, and leaves nothing behind', async () => {
+// Under every interleaving of answers, stale answers, timeouts, aborts and unsubscribes.
+test('each call ends once, with the value an attempt returned or an error, and leaves nothing behind', async () => {
   let failure: string | undefined;
   await fc
     .assert(
@@ -278,10 +279,12 @@ test('under every interleaving of answers, stale answers, timeouts, aborts and u
           const { problems, log } = await run(s, calls, opts);
           tally(log, calls.length, opts);
           if (problems.length > 0) {
-            failure = `${problems.join('\n')}\n\nhistory:\n${log.map((e) => JSON.stringify(e)).join('\n')}\n\nschedule:\n${s
+            const history = log.map((e) => JSON.stringify(e)).join('\n');
+            const schedule = s
               .report()
               .map((t) => t.label)
-              .join('\n')}`;
+              .join('\n');
+            failure = `${problems.join('\n')}\n\nhistory:\n${history}\n\nschedule:\n${schedule}`;
           }
           return problems.length === 0;
         },

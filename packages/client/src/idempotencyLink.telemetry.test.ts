@@ -26,7 +26,7 @@ function client(script: (attempt: number) => Answer, { telemetry }: { telemetry?
 const eventsOf = (span: { events: { name: string; attributes?: Record<string, unknown> }[] }) =>
   span.events.map((e) => ({ name: e.name, ...e.attributes }));
 
-test('a span per call: one event per attempt with its delay and error, then the attempts and the replay flag', async () => {
+test('a span per call: an event per attempt with its delay and error, then the attempts and replay flag', async () => {
   const answers: Answer[] = [
     'network',
     { status: 409, reason: 'in_progress', retryAfterMs: 5 },

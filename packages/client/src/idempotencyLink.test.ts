@@ -6,7 +6,7 @@ import { getIdempotencyReason, IdentityChangedError } from './idempotencyError.j
 import { idempotencyHeaders } from './idempotencyHeaders.js';
 import { idempotencyLink } from './idempotencyLink.js';
 import type { IdempotencyLinkOptions } from './internals/options.js';
-import { isOutcomeUnknown } from './isOutcomeUnknown.js';
+import { isOutcomeUnknown } from './pendingCallsLink.js';
 import { retryBudget } from './retryBudget.js';
 import type { IdempotencyCallInfo } from './types.js';
 
@@ -245,7 +245,7 @@ describe('time is measured on a monotonic clock', () => {
 describe('timer values past setTimeout’s 2^31−1 ms', () => {
   const DAY = 86_400_000;
 
-  test('maxElapsedMs and attemptTimeoutMs of Infinity arm no attempt timer: a slow attempt is left to answer', async () => {
+  test('maxElapsedMs and attemptTimeoutMs of Infinity arm no timer: a slow attempt is left to answer', async () => {
     const { client, seen } = setup(() => 'hang', {
       maxElapsedMs: Number.POSITIVE_INFINITY,
       attemptTimeoutMs: Number.POSITIVE_INFINITY,
@@ -258,7 +258,7 @@ describe('timer values past setTimeout’s 2^31−1 ms', () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
-  test('an attemptTimeoutMs of 30 days under maxElapsedMs Infinity aborts the attempt after 30 days, not 1 ms', async () => {
+  test('attemptTimeoutMs 30 days under maxElapsedMs Infinity aborts the attempt after 30 days, not 1 ms', async () => {
     const { client, seen } = setup((n) => (n === 1 ? 'hang' : ok()), {
       maxElapsedMs: Number.POSITIVE_INFINITY,
       attemptTimeoutMs: 30 * DAY,
@@ -464,7 +464,7 @@ describe('which attempt may end a call', () => {
     return events;
   }
 
-  test("a timed-out attempt's late result, arriving while the retry waits, is the call's result; nothing more is sent", async () => {
+  test("a timed-out attempt's late result, during the retry's wait, is the call's; nothing more is sent", async () => {
     const downstream = manual();
     const events = start(downstream);
     await vi.advanceTimersByTimeAsync(1_000); // attempt 1 times out; the retry waits 500 ms
@@ -521,7 +521,7 @@ describe('retry budget', () => {
     expect(seen).toHaveLength(3 + 2);
   });
 
-  test('a call whose retry the spent budget cannot fund fails at once, without sleeping through a backoff', async () => {
+  test('a call whose retry the spent budget cannot fund fails at once, not after sleeping a backoff', async () => {
     const budget = retryBudget({ minRetries: 0, retryRatio: 0 });
     const { client, seen } = setup(() => unavailable, { budget, random: () => 1 });
     const call = settle(client.mutation('pay', {}));
@@ -621,7 +621,7 @@ describe('hooks and per-call info', () => {
     expect(info).toMatchObject({ attempts: 1, replayed: true, settled: true });
   });
 
-  test('the call is settled before its result is passed on, so a caller that unsubscribes at once still sees it', async () => {
+  test('the call is settled before its result is passed on: a caller that unsubscribes at once sees it', async () => {
     const server = scriptedLink(() => ok());
     const onSettled = vi.fn();
     const link = idempotencyLink<any>({ procedures: 'all', onSettled })({});

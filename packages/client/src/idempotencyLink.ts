@@ -59,7 +59,8 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           observer.error(
             TRPCClientError.from(
               new TypeError(
-                `idempotencyLink: key ${keyText(key)} for ${op.path} is not a string of 1–255 characters of visible ASCII`,
+                `idempotencyLink: key ${keyText(key)} for ${op.path} ` +
+                  'is not a string of 1–255 characters of visible ASCII',
               ),
             ),
           );

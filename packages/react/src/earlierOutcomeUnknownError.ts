@@ -13,7 +13,8 @@ export class EarlierOutcomeUnknownError<TVariables = unknown> extends Error {
     override readonly cause: unknown,
   ) {
     super(
-      'The outcome of the earlier submission is still unknown, so the changed one was not sent. Try again once the network is back: the earlier one is settled first, with its own key.',
+      'The outcome of the earlier submission is still unknown, so the changed one was not sent. ' +
+        'Try again once the network is back: the earlier one is settled first, with its own key.',
     );
   }
 }

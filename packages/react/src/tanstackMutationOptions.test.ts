@@ -11,7 +11,7 @@ import { ActionController } from './internals/actionController.js';
  * The hook relies on `mutationOptions()`'s `mutationFn` reaching the first link synchronously. This runs
  * it the way `useMutation` does (a MutationObserver), through the real @trpc/tanstack-react-query.
  */
-test("the action's key reaches the link through @trpc/tanstack-react-query's mutationOptions, on every attempt", async () => {
+test("the action's key reaches the link via @trpc/tanstack-react-query's mutationOptions, every attempt", async () => {
   let lose = 2;
   const server = ledgerServer(() => (lose-- > 0 ? 'lose' : 'deliver'));
   const client = createTRPCClient<AppRouter>({

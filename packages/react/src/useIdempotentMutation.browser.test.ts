@@ -124,7 +124,7 @@ describe.skipIf(!chromiumPath)('useIdempotentMutation in React 19 (StrictMode) i
     page.evaluate((g) => (window as any)[g].server.ledger.length as number, global);
   const pay = { amountCents: 4000, description: 'Train ticket' };
 
-  test('warns in a development build when the mutation or the QueryClient sets retry, never in production', async () => {
+  test('warns in a development build when the mutation or QueryClient sets retry, never in production', async () => {
     const retryWarning = /retry.*is ignored and set to 0/;
     for (const [query, warns] of [
       ['build=development&retry', true],
@@ -177,7 +177,8 @@ describe.skipIf(!chromiumPath)('useIdempotentMutation in React 19 (StrictMode) i
     expect(await rows(page)).toBe(1);
   });
 
-  test('a changed input after an unknown outcome is not sent once the earlier one went through; idempotency.earlier says so', async () => {
+  // idempotency.earlier says the earlier one went through.
+  test('a changed input after an unknown outcome is not sent once the earlier one went through', async () => {
     const { page } = await open('lose=2');
     await mutate(page, pay);
     const first = await settled(page);
@@ -217,7 +218,8 @@ describe.skipIf(!chromiumPath)('useIdempotentMutation in React 19 (StrictMode) i
       expect(warnings).toEqual([]);
     });
 
-    test('after an edit, says the earlier payment is unconfirmed and the new amount unsent, never "could not confirm the payment"', async () => {
+    // Never "could not confirm the payment".
+    test('after an edit, says the earlier payment is unconfirmed and the new amount unsent', async () => {
       const { page } = await open('build=readme&lose=2');
       await button(page).click();
       await expect.poll(() => button(page).textContent()).toMatch(/could not confirm the payment/);
@@ -243,7 +245,7 @@ describe.skipIf(!chromiumPath)('useIdempotentMutation in React 19 (StrictMode) i
   });
 
   for (const store of ['localStorage', 'indexedDB'] as const) {
-    test(`a lost answer then a 401 (the session ended) keeps the key and the ${store} record: "could not confirm"`, async () => {
+    test(`a lost answer, then a 401 (signed out), keeps the key and ${store} record: "could not confirm"`, async () => {
       const { page } = await open(`lose=1&refuse=1&store=${store}`);
       await mutate(page, pay);
       const refused = await settled(page);

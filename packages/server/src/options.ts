@@ -19,7 +19,10 @@ export interface IdempotencyOptions<TContext, DB, TRequired extends boolean = tr
    * (better-sqlite3, libSQL). Its `DB` types `ctx.idempotency.db`.
    */
   db: Kysely<DB>;
-  /** The SQL dialect of `db`, for a third-party Kysely dialect whose adapter is not Kysely's own. Default: learned from `db`. */
+  /**
+   * The SQL dialect of `db`, for a third-party Kysely dialect whose adapter is not Kysely's own.
+   * Default: learned from `db`.
+   */
   dialect?: DialectName;
   /**
    * The namespace keys live in: keys never collide across scopes. Annotate `ctx` here
@@ -49,7 +52,10 @@ export interface IdempotencyOptions<TContext, DB, TRequired extends boolean = tr
    * Bounds only the wait for the key, never the handler's own locks. Default 5 000.
    */
   wait?: number;
-  /** A call without a key is 400 `key_missing`; `false` lets it run without idempotency (`ctx.idempotency` is `null`). Default `true`. */
+  /**
+   * A call without a key is 400 `key_missing`; `false` lets it run without idempotency (`ctx.idempotency` is `null`).
+   * Default `true`.
+   */
   required?: TRequired;
   /** Table name, schema-qualified allowed (`'app.idempotency_keys'`). Default `'idempotency_keys'`. */
   table?: string;
@@ -64,7 +70,10 @@ export interface IdempotencyOptions<TContext, DB, TRequired extends boolean = tr
    * UNPROCESSABLE_CONTENT. Everything else releases the key so a retry runs again.
    */
   storeErrors?: StoreErrorsOption;
-  /** A larger serialized result is not stored: the call fails with `response_too_large`, writes rolled back. Default 1 MiB. */
+  /**
+   * A larger serialized result is not stored: the call fails with `response_too_large`, writes rolled back.
+   * Default 1 MiB.
+   */
   maxResponseBytes?: number;
   /**
    * A larger input is refused with 413 PAYLOAD_TOO_LARGE before the claim: its size as the fingerprint reads it
@@ -219,7 +228,8 @@ function checkTelemetry(api: OpenTelemetryApi | undefined): OpenTelemetryApi | u
     (typeof api?.trace?.getTracer !== 'function' || typeof api.metrics?.getMeter !== 'function')
   ) {
     throw new TypeError(
-      "createIdempotency: `telemetry` must be the @opentelemetry/api module (import * as otel from '@opentelemetry/api')",
+      'createIdempotency: `telemetry` must be the @opentelemetry/api module ' +
+        "(import * as otel from '@opentelemetry/api')",
     );
   }
   return api;

@@ -10,7 +10,8 @@ export function serializeString(value: string): string {
     const c = value.charCodeAt(i);
     if (c < 0x20 || c > 0x7e) {
       throw new TypeError(
-        `Cannot write character U+${c.toString(16).padStart(4, '0').toUpperCase()} at index ${i} into a Structured Field String: only printable ASCII (0x20-0x7E) is allowed`,
+        `Cannot write character U+${c.toString(16).padStart(4, '0').toUpperCase()} at index ${i} ` +
+          'into a Structured Field String: only printable ASCII (0x20-0x7E) is allowed',
       );
     }
     if (c === 0x22 || c === 0x5c) out += '\\';

@@ -37,7 +37,7 @@ describe('classifyError', () => {
     }
   });
 
-  test('store_unavailable and in_progress are retried after the server-given retryAfterMs, which beats the header', async () => {
+  test("store_unavailable and in_progress are retried after the server's retryAfterMs, over the header's", async () => {
     const unavailable = await trpcError(
       503,
       { reason: 'store_unavailable', retryAfterMs: 250 },
@@ -62,7 +62,8 @@ describe('classifyError', () => {
 describe('classifyError with waits that are not finite', () => {
   test('a retryAfterMs that JSON read as Infinity (1e400) is ignored: the link falls back to its backoff', () => {
     const body = JSON.parse(
-      '{"error":{"code":-32603,"message":"x","data":{"httpStatus":409,"idempotency":{"reason":"in_progress","retryAfterMs":1e400}}}}',
+      '{"error":{"code":-32603,"message":"x","data":{"httpStatus":409,' +
+        '"idempotency":{"reason":"in_progress","retryAfterMs":1e400}}}}',
     ) as object;
     const error = TRPCClientError.from(body, { meta: { response: new Response(null, { status: 409 }) } });
     expect(classifyError(error, now)).toEqual({ retry: true });

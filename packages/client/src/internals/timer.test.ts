@@ -36,7 +36,7 @@ describe('startTimer', () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
-  test('waits are armed in whole ms (a fraction dropped, as setTimeout does), so the wait planned is the wait armed', () => {
+  test('waits are armed in whole ms (a fraction dropped, as by setTimeout): the wait planned is the one armed', () => {
     const setTimeoutSpy = vi.spyOn(globalThis, 'setTimeout');
     startTimer(2.9, () => {});
     startTimer(3e-7, () => {});

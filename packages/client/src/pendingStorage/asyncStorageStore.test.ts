@@ -40,7 +40,8 @@ describe('asyncStorageStore on the in-memory AsyncStorage', () => {
     expect(await asyncStorageStore(storage, { prefix: 'app-a' }).list('u')).toEqual([call]);
   });
 
-  test('an entry whose name is not its key (damaged, or copied by hand) is never listed: remove() could never forget it', async () => {
+  // Damaged, or copied by hand.
+  test('an entry whose name is not its key is never listed: remove() could never forget it', async () => {
     const call = { key: 'k-2', path: 'p', input: '1', firstSentAt: 1 };
     const storage = memoryAsyncStorage();
     await storage.setItem('trpc-idempotency:u:k-1', JSON.stringify(call));

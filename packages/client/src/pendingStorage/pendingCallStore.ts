@@ -9,7 +9,7 @@ export interface PendingCall {
   path: string;
   /** The input as the app's transformer serialized it, then `JSON.stringify`-ed. */
   input: string;
-  /** When the call was first sent (ms since the epoch, this device's clock): the server's `ttl` runs from about then. */
+  /** When the call was first sent (epoch ms, this device's clock): the server's `ttl` runs from about then. */
   firstSentAt: number;
 }
 

@@ -97,7 +97,8 @@ describe('one key per user action', () => {
 });
 
 describe('a changed input after an unknown outcome', () => {
-  test('settles the earlier submission with its own key and input first, reports it, then pays the confirmed new input under a new key', async () => {
+  // It reports the earlier one, and the new input is paid once confirmed.
+  test('settles the earlier submission (its key and input), then pays the new input under a new key', async () => {
     const { pay, server, keys, earlier } = setup((n) => (n <= 2 ? 'lose' : 'deliver'), { confirmNewInput: () => true });
     await settle(pay({ amountCents: 1000 }));
     expect(await pay({ amountCents: 1100 })).toEqual({ id: 2 });
@@ -114,7 +115,7 @@ describe('a changed input after an unknown outcome', () => {
     expect(keys()).not.toContain(undefined);
   });
 
-  test('never sends the new input while the earlier outcome stays unknown: EarlierOutcomeUnknownError, key kept', async () => {
+  test('never sends the new input while the earlier outcome is unknown: EarlierOutcomeUnknownError', async () => {
     const { pay, server, controller } = setup(() => 'lose');
     await settle(pay({ amountCents: 1000 }));
     const changed = await settle(pay({ amountCents: 1100 }));
@@ -140,7 +141,7 @@ describe('the app decides before a changed input goes out', () => {
   const amounts = (server: ReturnType<typeof ledgerServer>) =>
     server.attempts.map((op) => [op.context.idempotencyKey, (op.input as Input).amountCents]);
 
-  test('by default a changed input is not sent when the earlier one went through: NewInputNotConfirmedError, no key made', async () => {
+  test('by default a changed input is not sent once the earlier went through: NewInputNotConfirmedError', async () => {
     const { pay, server, earlier, controller } = setup((n) => (n <= 2 ? 'lose' : 'deliver'));
     await settle(pay({ amountCents: 1000 }));
     const changed = await settle(pay({ amountCents: 1100 }));
@@ -196,7 +197,7 @@ describe('the app decides before a changed input goes out', () => {
     expect(server.ledger).toHaveLength(2);
   });
 
-  test('a declined changed input leaves nothing sent and the earlier key spent; every copy of it is refused', async () => {
+  test('a declined changed input sends nothing and leaves the earlier key spent; every copy is refused', async () => {
     const { pay, server, controller } = setup((n) => (n <= 2 ? 'lose' : 'deliver'), {
       confirmNewInput: async () => false,
     });

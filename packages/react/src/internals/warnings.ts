@@ -12,7 +12,8 @@ const isSet = (retry: unknown) => retry !== undefined && retry !== 0 && retry !=
 export function warnRetrySet(retry: unknown, defaultRetry: unknown): void {
   if (!isSet(retry) && !isSet(defaultRetry)) return;
   console.warn(
-    `useIdempotentMutation: React Query's mutation \`retry\` (${String(isSet(retry) ? retry : defaultRetry)}) is ignored and set to 0. ` +
+    "useIdempotentMutation: React Query's mutation `retry` " +
+      `(${String(isSet(retry) ? retry : defaultRetry)}) is ignored and set to 0. ` +
       'idempotencyLink is the one layer that retries: with the same key, backoff, Retry-After and a retry budget. ' +
       'A second layer would multiply the attempts and retry what the link decided not to.',
   );
@@ -25,7 +26,8 @@ export function warnKeyNotDelivered(): void {
   if (warnedNotDelivered) return;
   warnedNotDelivered = true;
   console.error(
-    "useIdempotentMutation: the action's idempotency key did not reach the link chain, so this call got a key of its own " +
-      'and a "try again" would not reuse it. Put pendingCallsLink() before idempotencyLink() in your tRPC client links.',
+    "useIdempotentMutation: the action's idempotency key did not reach the link chain, " +
+      'so this call got a key of its own and a "try again" would not reuse it. ' +
+      'Put pendingCallsLink() before idempotencyLink() in your tRPC client links.',
   );
 }

@@ -77,7 +77,8 @@ describe.each(DIALECT_BACKENDS)('a throwing user callback on %s', (name) => {
       expect(good.control.runs).toBe(keys.length);
     };
 
-    it('storeErrors that throws: the call fails, the key is released, nothing is held (more calls than the pool)', async () => {
+    // More calls than the pool has connections.
+    it('storeErrors that throws: the call fails, the key is released, nothing is held', async () => {
       const bad = makeDialectApp(backend, { mode, storeErrors: boom });
       bad.control.throwAfterWrite = () => new TRPCError({ code: 'PAYMENT_REQUIRED', message: 'declined' });
       const keys = Array.from({ length: backend.connections + 1 }, newKey);

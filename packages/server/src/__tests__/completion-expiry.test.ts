@@ -52,7 +52,8 @@ describe.each(['pg-fast', 'pg-general'] as const)('the completion on %s', (name)
   const updates = async (table: string) =>
     (
       await backend.query<{ upd: string; hot: string }>(
-        `SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot FROM pg_stat_user_tables WHERE relid = '${table}'::regclass`,
+        `SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot FROM pg_stat_user_tables
+          WHERE relid = '${table}'::regclass`,
       )
     ).map((r) => ({ upd: Number(r.upd), hot: Number(r.hot) }))[0];
 

@@ -60,7 +60,8 @@ export async function takeOverRunningHolder(backend: DialectBackend, key: string
   // What proved the holder alive goes with its connection; its lease runs out (by the database's clock).
   await backend.killLeaseHolder(`user:${userId}`, key);
   await backend.query(
-    `UPDATE idempotency_keys SET locked_until = ${backend.at(-1000)} WHERE ${backend.dialect === 'mysql' ? '`key`' : 'key'} = ${backend.text(key)}`,
+    `UPDATE idempotency_keys SET locked_until = ${backend.at(-1000)}
+      WHERE ${backend.dialect === 'mysql' ? '`key`' : 'key'} = ${backend.text(key)}`,
   );
   const freshResult = await fresh.caller(key, userId).payments.create({ amount: 4 });
   return { stale, fresh, staleCall, freshResult, release: gate.resolve };

@@ -68,9 +68,9 @@ export async function createSqlitePayments(name: 'sqlite' | 'libsql') {
   // Closed after: the tests open their own connections.
   const setup = open();
   try {
-    await sql`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, amount INTEGER NOT NULL, note TEXT)`.execute(
-      setup,
-    );
+    await sql`CREATE TABLE payments (
+      id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, amount INTEGER NOT NULL, note TEXT
+    )`.execute(setup);
   } finally {
     await setup.destroy();
   }
@@ -94,7 +94,8 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
           : Number(
               (
                 await pg.query<{ n: string }>(
-                  `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'`,
+                  `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database()
+                    AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'`,
                 )
               )[0]?.n,
             ),
@@ -104,7 +105,8 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
           : Number(
               (
                 await pg.query<{ n: string }>(
-                  `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+                  `SELECT count(*) AS n FROM pg_stat_activity
+                    WHERE datname = current_database() AND wait_event_type = 'Lock'`,
                 )
               )[0]?.n,
             ),
@@ -120,9 +122,9 @@ export async function openDialectBackend(name: DialectBackendName): Promise<Dial
   }
   if (name === 'mariadb') {
     const m = await createMariaDbDatabase({ max: MARIADB_POOL_SIZE });
-    await sql`CREATE TABLE payments (id INT AUTO_INCREMENT PRIMARY KEY, user_id VARCHAR(255) NOT NULL, amount INT NOT NULL, note TEXT)`.execute(
-      m.db,
-    );
+    await sql`CREATE TABLE payments (
+      id INT AUTO_INCREMENT PRIMARY KEY, user_id VARCHAR(255) NOT NULL, amount INT NOT NULL, note TEXT
+    )`.execute(m.db);
     return {
       name,
       dialect: 'mysql',
@@ -209,7 +211,8 @@ export async function insertKeyRows(backend: DialectBackend, rows: readonly KeyR
       ${text(r.status)}, ${orNull(r.token, text)}, ${orNull(r.lockedInMs, at)}, ${orNull(r.response, text)}, ${at(0)},
       ${at(r.expiresInMs)})`,
   );
-  await backend.query(`INSERT INTO ${table} (scope, ${backend.keyColumn}, fingerprint, path, status, token, locked_until,
+  await backend.query(`INSERT INTO ${table} (scope, ${backend.keyColumn}, fingerprint, path, status, token,
+    locked_until,
     response, created_at, expires_at) VALUES ${values.join(',\n')}`);
 }
 

@@ -22,9 +22,9 @@ describe('lease liveness on mariadb', () => {
   let m: MariaDbDatabase;
   beforeAll(async () => {
     m = await createMariaDbDatabase({ max: 2 });
-    await sql`CREATE TABLE payments (id INT AUTO_INCREMENT PRIMARY KEY, user_id VARCHAR(255) NOT NULL, amount INT NOT NULL, note TEXT)`.execute(
-      m.db,
-    );
+    await sql`CREATE TABLE payments (
+      id INT AUTO_INCREMENT PRIMARY KEY, user_id VARCHAR(255) NOT NULL, amount INT NOT NULL, note TEXT
+    )`.execute(m.db);
     await makeDialectApp({ db: m.db as Kysely<AppDB> }).idempotency.migrate();
   });
   afterAll(() => m?.drop());
@@ -47,7 +47,8 @@ describe('lease liveness on mariadb', () => {
   const leakedLocks = async (db: Kysely<any>) =>
     Number((await sql<{ n: number }>`SELECT RELEASE_ALL_LOCKS() AS n`.execute(db)).rows[0]?.n);
 
-  it('never takes over a live holder whose renewals cannot get a connection (pool max 1, handler 4× the lease)', async () => {
+  // The handler takes 4× the lease.
+  it('never takes over a live holder whose renewals cannot get a connection (pool max 1)', async () => {
     // Instance A has one connection, held by its handler's transaction: no renewal of A gets through.
     const dbA = m.connect({ max: 1 }) as Kysely<AppDB>;
     const a = makeDialectApp({ db: dbA }, { mode: 'lease', lease: 300 });
@@ -83,7 +84,8 @@ describe('lease liveness on mariadb', () => {
     expect(await paymentsOf('live-dead')).toEqual([6]);
   });
 
-  it('never takes over a live holder waiting for a pooled connection between its claim and its handler (pool max 1)', async () => {
+  // Pool max 1.
+  it('never takes over a live holder waiting for a pooled connection between claim and handler', async () => {
     // Instance A (one connection) gets X and Y at once: one's handler holds the connection at the gate while the
     // other waits for it. A waiting holder is alive: past its lease (no renewal of A gets a connection either), a
     // duplicate on B must not take its key over. It may answer 409, or run the key itself if A holds no claim on
@@ -195,7 +197,8 @@ describe('lease liveness on mariadb', () => {
       await expectHandlerHoldsLock(newKey(), 'claim-lock');
     });
 
-    it('a takeover of an expired completed row takes the key lock before its handler runs (its UPDATE took none)', async () => {
+    // Its UPDATE took none.
+    it('a takeover of an expired completed row takes the key lock before its handler runs', async () => {
       const key = newKey();
       await expiredDoneRow(key, 'done-takeover');
       await expectHandlerHoldsLock(key, 'done-takeover');
@@ -338,9 +341,9 @@ describe.each(['sqlite', 'libsql'] as const)('lease liveness on %s', (name) => {
   it('never takes over a live holder whose renewals cannot run (handler 8× the lease)', async () => {
     const a = makeDialectApp({ db: open() }, { mode: 'lease', lease: 300 });
     const b = makeDialectApp({ db: open() }, { mode: 'lease', lease: 300, wait: 0 });
-    // Far longer than the duplicate's bound on the write lock (its `wait`, here 0: a 50 ms floor) after the lease lapsed. A's
-    // renewals queue behind its own transaction, which holds the write lock: the duplicate cannot get past it to
-    // take the claim over within its bound, and answers 409.
+    // Far longer than the duplicate's bound on the write lock (its `wait`, here 0: a 50 ms floor) after the lease
+    // lapsed. A's renewals queue behind its own transaction, which holds the write lock: the duplicate cannot get past
+    // it to take the claim over within its bound, and answers 409.
     await expectLiveHolderKept(a, b, 2_400, open());
   });
 
@@ -366,7 +369,8 @@ describe.each(['sqlite', 'libsql'] as const)('lease liveness on %s', (name) => {
     expect([a.control.runs, b.control.runs]).toEqual([1, 0]);
   });
 
-  it('runs each key once and answers every copy with its result when four instances send the same keys at once (lease 300 ms, handler 100 ms, wait 20 s)', async () => {
+  // Lease 300 ms, handler 100 ms, wait 20 s.
+  it('runs each key once and answers every copy when four instances send the same keys at once', async () => {
     const apps = Array.from({ length: 4 }, () =>
       makeDialectApp({ db: open() }, { mode: 'lease', lease: 300, wait: 20_000 }),
     );

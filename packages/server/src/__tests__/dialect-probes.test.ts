@@ -13,7 +13,7 @@ describe('MariaDB probes of other connections', () => {
   });
   afterAll(() => backend?.close());
 
-  it('see an idle open transaction and a lock waiter, and no longer once they end, however often they look', async () => {
+  it('see an idle open transaction and a lock waiter, and not once they end, however often they look', async () => {
     const holder = backend.another();
     const waiter = backend.another();
     let waiting: Promise<unknown> | undefined;

@@ -45,7 +45,8 @@ describe.each(DIALECT_BACKENDS)('core behaviours on %s', (name) => {
     expect(await app.caller(key, user).payments.create({ amount: 1 })).toEqual({ text });
     expect(app.control.runs).toBe(1);
     const rows = await backend.query<{ scope: unknown; key: unknown }>(
-      `SELECT scope, ${name === 'mariadb' ? '`key`' : 'key'} AS "key" FROM idempotency_keys WHERE scope = ${backend.text(`user:${user}`)}`.replace(
+      `SELECT scope, ${name === 'mariadb' ? '`key`' : 'key'} AS "key" FROM idempotency_keys
+        WHERE scope = ${backend.text(`user:${user}`)}`.replace(
         'AS "key"',
         name === 'mariadb' ? 'AS `key`' : 'AS "key"',
       ),
@@ -69,7 +70,8 @@ describe.each(DIALECT_BACKENDS)('core behaviours on %s', (name) => {
   });
 
   for (const mode of ['transaction', 'lease'] as const) {
-    it(`${mode} mode: marks the key's own answers (stored, replayed, payload_mismatch) in error.data.idempotencyAnswer`, async () => {
+    // Stored, replayed and payload_mismatch.
+    it(`${mode} mode: marks the key's own answers in error.data.idempotencyAnswer`, async () => {
       const app = makeDialectApp(backend, { mode, cache: false });
       const marked = async (call: Promise<unknown>) => {
         const error = await failure(call);
@@ -96,7 +98,7 @@ describe.each(DIALECT_BACKENDS)('core behaviours on %s', (name) => {
   }
 
   for (const mode of ['transaction', 'lease'] as const) {
-    it(`${mode} mode: counts ttl from the claim, and from the completion only for a handler that outlived it`, async () => {
+    it(`${mode} mode: counts ttl from the claim, from the completion only for a handler that outlived it`, async () => {
       const keptMs = async (key: string) => {
         const k = name === 'mariadb' ? '`key`' : 'key';
         const span =

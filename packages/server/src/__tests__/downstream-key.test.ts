@@ -152,7 +152,8 @@ describe('the downstream key, over HTTP on Postgres', () => {
     }
   });
 
-  it('is what the raw key is not: unique at a provider that keys per account (the docs once said to pass the key)', async () => {
+  // The docs once said to pass the key.
+  it('is what the raw key is not: unique at a provider that keys per account', async () => {
     const raw = checkoutApp(backend, provider, {}, (idempotency) => idempotency.key);
     const call = (user: string, amount: number) =>
       raw.router.createCaller({ userId: user, headers: { 'idempotency-key': 'raw-1' } }).checkout({ amount });
@@ -231,7 +232,7 @@ describe.each(DIALECT_BACKENDS)('the downstream key on %s', (name) => {
     return { idempotency, call };
   };
 
-  it('is the same for one table, scope and key whatever the dialect, and differs per purpose, scope and table', async () => {
+  it('is the same for one table, scope and key on any dialect, and differs per purpose, scope and table', async () => {
     const app = keysApp();
     await app.idempotency.migrate();
     expect(await app.call('alice', 'form-1', ['refund', ''])).toEqual([

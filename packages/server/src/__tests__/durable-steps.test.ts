@@ -113,7 +113,7 @@ describe.each(DIALECT_BACKENDS)('durable steps on %s', (name) => {
     expect(await paymentsOf('a')).toBe(1);
   });
 
-  it('a step that throws is not recorded: the retry replays the steps before it and runs it again with the same key', async () => {
+  it('a step that throws is not recorded: a retry replays the steps before it, runs it with the same key', async () => {
     const provider = new Provider();
     const app = makeStepsApp(backend, provider);
     const key = newKey();

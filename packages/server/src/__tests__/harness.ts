@@ -103,9 +103,9 @@ export async function openBackend(name: BackendName): Promise<Backend> {
 }
 
 async function createAppTables(db: Kysely<AppDB>) {
-  await sql`CREATE TABLE payments (id serial PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL, note text)`.execute(
-    db,
-  );
+  await sql`CREATE TABLE payments (
+    id serial PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL, note text
+  )`.execute(db);
 }
 
 /** The app's context in tests: who calls, and the request headers (as a createContext would pass them on). */

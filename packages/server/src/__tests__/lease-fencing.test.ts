@@ -56,7 +56,8 @@ describe.each(DIALECT_BACKENDS)('lease fencing on %s', (name) => {
   }
 
   it.skipIf(!several)(
-    'never lets a live holder be taken over unknowingly, its renewals starved: it renews, or learns first and is fenced off',
+    'never lets a live holder be taken over unknowingly, its renewals starved: ' +
+      'it renews, or learns first and is fenced off',
     async () => {
       // Instance A: as many concurrent lease-mode calls as pool connections (SQLite: its one connection), each
       // handler far longer than the lease.

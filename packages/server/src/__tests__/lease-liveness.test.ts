@@ -21,7 +21,8 @@ describe.each(['pg-fast', 'pg-general'] as const)('lease liveness on %s', (name)
       (r) => r.amount,
     );
 
-  it('never takes over a live holder whose renewals cannot get a connection (pool max 1, handler 3× the lease)', async () => {
+  // The handler takes 3× the lease.
+  it('never takes over a live holder whose renewals cannot get a connection (pool max 1)', async () => {
     // Instance A has one connection, held by its handler's transaction: on the Kysely path no renewal gets through.
     const poolA = new pg.Pool({ connectionString: backend.url, max: 1 });
     poolA.on('error', () => {});
@@ -46,7 +47,8 @@ describe.each(['pg-fast', 'pg-general'] as const)('lease liveness on %s', (name)
     }
   });
 
-  it('a holder taken over while it waited for a pooled connection, before its handler ran, replays the new owner (pool max 1)', async () => {
+  // It waited for a pooled connection (pool max 1).
+  it('a holder taken over while waiting for a connection, before its handler ran, replays the new owner', async () => {
     // Instance A (one connection) gets X and Y at once: X's handler holds the connection at the gate while Y waits
     // for it, past its lease (no renewal of A gets through either). B's copy of Y may take Y over and run it; A's Y
     // never ran, so once it gets the connection it waits like a duplicate and answers B's result, not 409.

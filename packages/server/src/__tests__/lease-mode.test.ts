@@ -34,7 +34,8 @@ describe.each(DIALECT_BACKENDS)('lease mode on %s', (name) => {
     expect((await keyRow(backend, key))?.status).toBe('done');
   });
 
-  it('answers 100 concurrent requests with one key with the result or 409, running the handler once (wait 0)', async () => {
+  // wait 0.
+  it('answers 100 concurrent requests with one key with the result or 409, running the handler once', async () => {
     const app = makeDialectApp(backend, { mode: 'lease', wait: 0 });
     const key = newKey();
     const gate = deferred();
@@ -79,7 +80,7 @@ describe.each(DIALECT_BACKENDS)('lease mode on %s', (name) => {
       // completed (SQLite: it tried for the write lock, which the holder's transaction holds).
       const looked = async () => (sqlite ? watched.seenWaiting() : watched.statements() >= 2);
       await expect.poll(looked, { timeout: 10_000 }).toBe(true);
-      // Some looks later it has neither replayed nor answered 409: it polls the live lease (SQLite: waits for the lock).
+      // Some looks later it has neither replayed nor answered 409: it polls the live lease (SQLite: waits on the lock).
       await sleep(100);
       expect(settled).toBe(false);
       gate.resolve();
@@ -155,7 +156,8 @@ describe.each(DIALECT_BACKENDS)('lease mode on %s', (name) => {
       // Another call with this call's payload takes it over first and is still running its handler.
       const fp = await fingerprint('payments.create', { amount });
       await backend.query(
-        `UPDATE idempotency_keys SET status = 'in_progress', token = 'other-owner', response = NULL, fingerprint = '${fp}',
+        `UPDATE idempotency_keys SET status = 'in_progress', token = 'other-owner', response = NULL,
+          fingerprint = '${fp}',
           locked_until = ${backend.at(60_000)}, expires_at = ${backend.at(3_600_000)} WHERE ${where}`,
       );
       proceed.resolve();
@@ -195,7 +197,8 @@ describe.each(DIALECT_BACKENDS)('lease mode on %s', (name) => {
       // The holder's connection is lost (its lock with it) and its lease runs out while it still runs.
       expect(await killLeaseHolder(backend, { scope: 'user:lease-stale', key })).toBe(1);
       await backend.query(
-        `UPDATE idempotency_keys SET locked_until = ${backend.at(-1000)} WHERE ${keyColumn(backend)} = ${backend.text(key)}`,
+        `UPDATE idempotency_keys SET locked_until = ${backend.at(-1000)}
+          WHERE ${keyColumn(backend)} = ${backend.text(key)}`,
       );
       const freshResult = await fresh.caller(key, 'lease-stale').payments.create({ amount: 4 });
       expect(fresh.control.takeovers).toEqual([true]);

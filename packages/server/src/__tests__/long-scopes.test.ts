@@ -5,7 +5,7 @@ import { makeDialectApp } from './dialect-app.js';
 import { DIALECT_BACKENDS, type DialectBackend, openDialectBackend } from './dialect-backends.js';
 
 let keySeq = 0;
-/** The longest key there is (255 visible ASCII characters), random: the most the primary key must hold with the scope. */
+/** The longest key there is (255 visible ASCII characters), random: the most the primary key holds with the scope. */
 const longKey = () => `ls-${++keySeq}-${randomBytes(255).toString('base64url')}`.slice(0, 255);
 
 /** Scope text of `bytes` bytes: random (nothing for a compressor to find) or one character repeated. */
@@ -37,7 +37,8 @@ describe.each(DIALECT_BACKENDS)('long scopes on %s', (name) => {
     Number(
       (
         await backend.query<{ n: unknown }>(
-          `SELECT count(*) AS n FROM idempotency_keys WHERE scope = ${backend.text(scope)} AND ${name === 'mariadb' ? '`key`' : 'key'} = ${backend.text(key)}`,
+          `SELECT count(*) AS n FROM idempotency_keys WHERE scope = ${backend.text(scope)}
+            AND ${name === 'mariadb' ? '`key`' : 'key'} = ${backend.text(key)}`,
         )
       )[0]?.n,
     );
@@ -46,7 +47,8 @@ describe.each(DIALECT_BACKENDS)('long scopes on %s', (name) => {
     for (const [kind, text] of Object.entries(SCOPE_TEXTS)) {
       for (const bytes of SIZES) {
         const fits = bytes <= MAX_SCOPE_BYTES;
-        it(`${mode} mode: a ${bytes}-byte ${kind} scope with a 255-character key is ${fits ? 'stored and replayed exactly' : 'refused with a 400 naming the limit'}`, async () => {
+        const outcome = fits ? 'stored and replayed exactly' : 'refused with a 400 naming the limit';
+        it(`${mode} mode: a ${bytes}-byte ${kind} scope with a 255-character key is ${outcome}`, async () => {
           // The scope is the text itself (the handler's payment row keeps a short user id).
           const scope = text(bytes);
           const app = makeDialectApp(backend, { mode, scope: () => scope });

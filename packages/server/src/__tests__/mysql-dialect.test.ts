@@ -64,9 +64,9 @@ describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)'
   };
   beforeAll(async () => {
     m = await createMariaDbDatabase();
-    await sql`CREATE TABLE payments (id INT AUTO_INCREMENT PRIMARY KEY, user_id TEXT NOT NULL, amount INT NOT NULL, note TEXT)`.execute(
-      m.db,
-    );
+    await sql`CREATE TABLE payments (
+      id INT AUTO_INCREMENT PRIMARY KEY, user_id TEXT NOT NULL, amount INT NOT NULL, note TEXT
+    )`.execute(m.db);
     await makeDialectApp(instance()).idempotency.migrate();
   });
   afterAll(async () => {
@@ -92,7 +92,8 @@ describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)'
     expect(b.control.runs).toBe(0);
   });
 
-  it('never bounds the handler own locks with `wait`: the session lock-wait timeout is the app one inside the handler and after', async () => {
+  // The session's lock-wait timeout is the app's one inside the handler and after it.
+  it("never bounds the handler's own locks with `wait`: its lock-wait timeout stays the app's", async () => {
     const db = instance().db;
     await sql`SET GLOBAL innodb_lock_wait_timeout = 50`.execute(db);
     const idem = createIdempotency({ db, scope: () => 'locks', wait: 1000 });
@@ -107,7 +108,7 @@ describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)'
     expect(await router.createCaller({ userId: 'x', headers: { 'idempotency-key': newKey() } }).m()).toBe(50);
   });
 
-  it('lets exactly one duplicate run after the original rolls back (5xx), never answering 500 on a deadlock', async () => {
+  it('lets exactly one duplicate run after the original rolls back (5xx), never a 500 on a deadlock', async () => {
     const apps = [makeDialectApp(instance()), makeDialectApp(instance()), makeDialectApp(instance())];
     const key = newKey();
     const gate = deferred();
@@ -141,7 +142,8 @@ describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)'
     expect(Number(rows[0]!.n)).toBe(1);
   });
 
-  it('refuses a scope longer than the table holds as a 400, before MySQL could cut it (two scopes would share a row)', async () => {
+  // Cut, two scopes would share a row.
+  it('refuses a scope longer than the table holds as a 400, before MySQL could cut it', async () => {
     const app = makeDialectApp(instance());
     // The scope is `user:<id>`: 2048 bytes fit, one more is refused before MySQL could truncate it.
     const fits = 'x'.repeat(2048 - 'user:'.length);
@@ -158,7 +160,8 @@ describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)'
     expect(app.control.runs).toBe(1);
   });
 
-  it('refuses a result larger than one statement can carry (max_allowed_packet) as response_too_large: writes rolled back, key freed', async () => {
+  // One statement carries max_allowed_packet. Writes rolled back, key freed.
+  it('refuses a result larger than one statement can carry as response_too_large', async () => {
     const packet = Number((await sql<{ p: number }>`SELECT @@max_allowed_packet AS p`.execute(m.db)).rows[0]?.p);
     // The result travels as a hex literal (two characters a byte) beside at most 16 KiB of the rest of the statement.
     const ceiling = Math.floor((packet - 16 * 1024) / 2);
@@ -175,7 +178,7 @@ describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)'
       const app = makeDialectApp(instance(), { mode, maxResponseBytes: packet * 2 });
       app.control.result = (input) => ({ s: 'z'.repeat(input.amount - envelope) });
       const k = key(mode);
-      // Far over what the server takes (the statement alone is over max_allowed_packet), then one byte over the ceiling.
+      // Far over what the server takes (the statement alone over max_allowed_packet), then one byte over the ceiling.
       for (const bytes of [Math.floor(packet / 2) + 1, ceiling + 1]) {
         const runs = app.control.runs;
         const error = await expectReason(
@@ -242,7 +245,8 @@ describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)'
   // original's commit would see no row (or the expired one), and the duplicate would claim again: one claim and one
   // read per duplicate is what this counts.
   it.each(['a new key', 'an expired key the original takes over'] as const)(
-    'a duplicate that blocked on the claim of %s reads the committed row (the app at REPEATABLE READ): one claim, one read, a replay',
+    'a duplicate that blocked on the claim of %s reads the committed row (the app at REPEATABLE READ): ' +
+      'one claim, one read, a replay',
     async (variant) => {
       const key = newKey();
       const user = variant === 'a new key' ? 'rr-new' : 'rr-expired';
@@ -252,7 +256,8 @@ describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)'
           .poll(
             async () => {
               const { rows } = await sql<{ n: number }>`SELECT count(*) AS n FROM idempotency_keys
-              WHERE \`key\` = ${key} AND expires_at <= (TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)`.execute(
+              WHERE \`key\` = ${key}
+              AND expires_at <= (TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)`.execute(
                 m.db,
               );
               return Number(rows[0]?.n);
@@ -284,7 +289,8 @@ describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)'
   );
 
   it.each(['transaction', 'lease'] as const)(
-    "runs the handler's transaction at the app's own isolation level (%s mode; REPEATABLE READ: a second read sees the first one's snapshot)",
+    "runs the handler's transaction at the app's own isolation level " +
+      "(%s mode; REPEATABLE READ: a second read sees the first one's snapshot)",
     async (mode) => {
       const { db } = instanceAt('REPEATABLE READ');
       const idem = createIdempotency({ db, scope: () => 'isolation', mode });

@@ -38,7 +38,8 @@ describe.skipIf(!pgbouncer).each(['pg-fast', 'pg-general'] as const)('%s behind 
     return makeApp({ db, pool: name === 'pg-fast' ? pool : undefined }, { wait: 20_000 });
   }
 
-  it('concurrent distinct and duplicate keys from instances sharing its server connections: no error, one run each', async () => {
+  // The calls are concurrent.
+  it('distinct and duplicate keys from instances sharing its server connections: no error, one run each', async () => {
     const KEYS = 12;
     const WAVES = 3;
     for (let wave = 0; wave < WAVES; wave++) {

@@ -57,11 +57,12 @@ describe.each(['pg-fast', 'pg-general'] as const)('%s: prepared claim', (name) =
     expect(uncached.control.runs).toBe(0);
   });
 
-  it('a connection that lost them between calls (DISCARD ALL) claims again with plain texts: one run per key', async () => {
+  it('a connection that lost them between calls (DISCARD ALL) claims with plain texts: one run per key', async () => {
     const { raw, db, pool } = onePool();
     const app = makeApp({ db, pool });
     const a = await app.caller('discard-a', 'discard').payments.create({ amount: 1 });
-    expect(await ours(raw)).toHaveLength(3); // the completion, the claim, and the statement that lifts statement_timeout
+    // The completion, the claim, and the statement that lifts statement_timeout.
+    expect(await ours(raw)).toHaveLength(3);
     await raw.query('DISCARD ALL'); // the same (only) connection: what a pooler's reset query does
     const b = await app.caller('discard-b', 'discard').payments.create({ amount: 2 });
     const c = await app.caller('discard-c', 'discard').payments.create({ amount: 3 });
@@ -129,7 +130,7 @@ describe.each(['pg-fast', 'pg-general'] as const)('%s: prepared claim', (name) =
   // Found by the second outside review of the prepared claim (issue 15): nothing checked that the completion updated
   // the claimed row, so a lying claim let one key commit three times on the fast path. The completion is guarded now
   // (Statements.complete). On the general path the joined claim's check already answered 409.
-  it('a claim that lies (another statement prepared under its name after ours) never commits a second run', async () => {
+  it('a claim that lies (another statement prepared under its name after ours) never commits twice', async () => {
     const claim = await claimName();
     const { raw, db, pool } = onePool();
     const app = makeApp({ db, pool }, { cache: false, wait: 300 });
@@ -168,7 +169,8 @@ describe.each(['pg-fast', 'pg-general'] as const)('%s: prepared claim', (name) =
 
   // The completion is prepared too (issue 29): a handler that deallocates it, which the trust boundary leaves to the
   // app, makes the completion fail before COMMIT. Before, the completion was plain text and this call committed.
-  it('a handler that deallocates everything inside its transaction gets a 500 naming it, nothing committed; the retry runs once', async () => {
+  // Nothing was committed.
+  it('a handler that deallocates everything in its transaction gets a 500 naming it; the retry runs once', async () => {
     const { call, counted } = payApp('dealloc', async (db) => {
       await sql`DEALLOCATE ALL`.execute(db);
       await db.insertInto('payments').values({ user_id: 'dealloc', amount: 1 }).execute();

@@ -56,14 +56,24 @@ describe('round trips per call', () => {
     // prepared, in that order, in a round trip of its own, once.
     expect(counting.sent).toHaveLength(4);
     expect(counting.sent[0]).toMatch(
-      /^PREPARE trpc_idempotency_complete_\w+ \(text, text, text, float8\) AS WITH done AS \(UPDATE [^;]*;\nPREPARE trpc_idempotency_claim_\w+ \(text, text, text, text, float8, int\) AS INSERT [^;]*;\nPREPARE trpc_idempotency_lift_\w+ \(text\) AS SELECT set_config\('statement_timeout'[^;]*$/,
+      new RegExp(
+        [
+          String.raw`^PREPARE trpc_idempotency_complete_\w+ \(text, text, text, float8\) AS `,
+          String.raw`WITH done AS \(UPDATE [^;]*;\n`,
+          String.raw`PREPARE trpc_idempotency_claim_\w+ \(text, text, text, text, float8, int\) AS INSERT [^;]*;\n`,
+          String.raw`PREPARE trpc_idempotency_lift_\w+ \(text\) AS SELECT set_config\('statement_timeout'[^;]*$`,
+        ].join(''),
+      ),
     );
     counting.sent.length = 0;
     await app.caller('rt-fast', 'rt').payments.create({ amount: 1 });
     expect(counting.sent).toHaveLength(3); // claim batch, the handler's INSERT, completion batch
     // The app's statement_timeout is lifted for the claim (put back by its RETURNING): only `wait` bounds it.
     expect(counting.sent[0]).toMatch(
-      /^BEGIN[^;]*;\nEXECUTE trpc_idempotency_lift_\w+\('0'\);\nEXECUTE trpc_idempotency_claim_\w+\(E'user:rt', E'rt-fast', /,
+      new RegExp(
+        String.raw`^BEGIN[^;]*;\nEXECUTE trpc_idempotency_lift_\w+\('0'\);\n` +
+          String.raw`EXECUTE trpc_idempotency_claim_\w+\(E'user:rt', E'rt-fast', `,
+      ),
     );
     // The completion, prepared with the claim (its check, that it updated this transaction's claim, is inside).
     expect(counting.sent[2]).toMatch(
@@ -93,7 +103,8 @@ describe('round trips per call', () => {
     expect(counting.sent[1]).toMatch(/^SELECT[\s\S]*ROLLBACK$/);
   });
 
-  it('general path (Kysely only) on node-postgres, transaction mode: 2 of ours (claim + BEGIN, completion + COMMIT)', async () => {
+  // Claim + BEGIN, completion + COMMIT.
+  it('general path (Kysely only) on node-postgres, transaction mode: 2 of ours', async () => {
     const sent: string[] = [];
     const pool = backend.newPool();
     pool.options.max = 1; // one connection: the second call finds what the first prepared on it
@@ -139,9 +150,9 @@ describe('round trips per call on MariaDB', () => {
   let m: MariaDbDatabase;
   beforeAll(async () => {
     m = await createMariaDbDatabase({ max: 2 });
-    await sql`CREATE TABLE payments (id INT AUTO_INCREMENT PRIMARY KEY, user_id TEXT NOT NULL, amount INT NOT NULL, note TEXT)`.execute(
-      m.db,
-    );
+    await sql`CREATE TABLE payments (
+      id INT AUTO_INCREMENT PRIMARY KEY, user_id TEXT NOT NULL, amount INT NOT NULL, note TEXT
+    )`.execute(m.db);
     await makeDialectApp({ db: m.db as Kysely<AppDB> }).idempotency.migrate();
   });
   afterAll(() => m?.drop());
@@ -173,7 +184,8 @@ describe('round trips per call on MariaDB', () => {
     }
   }
 
-  it('lease mode: 5 of ours on a first execution (the claim holds the key lock: no lock check, no ownership read)', async () => {
+  // The claim holds the key lock: no lock check, no ownership read.
+  it('lease mode: 5 of ours on a first execution', async () => {
     expect(await statementsOf('lease', 'rt-lease')).toEqual([
       'INSERT', // the claim, with its GET_LOCK
       'START', // at the app's isolation level: no SET TRANSACTION

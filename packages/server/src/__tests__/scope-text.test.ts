@@ -20,7 +20,8 @@ describe.each(DIALECT_BACKENDS)('scopes that UTF-8 text cannot hold exactly, on 
   afterAll(() => backend?.close());
 
   for (const cache of [true, false]) {
-    it(`never answers one tenant with another tenant's row when their scopes differ only in lone surrogates (cache ${cache ? 'on' : 'off'})`, async () => {
+    // Their scopes differ only in lone surrogates.
+    it(`never answers one tenant with another tenant's row (cache ${cache ? 'on' : 'off'})`, async () => {
       const app = makeDialectApp(backend, cache ? {} : { cache: false });
       const key = newKey();
       const answers: { tenant: string; outcome: string }[] = [];
@@ -50,7 +51,8 @@ describe.each(DIALECT_BACKENDS)('scopes that UTF-8 text cannot hold exactly, on 
     });
   }
 
-  it('refuses a scope holding NUL, which Postgres text cannot store (refused on every dialect alike), as a 400 that names the problem', async () => {
+  // Refused on every dialect alike.
+  it('refuses a scope holding NUL, which Postgres text cannot store, as a 400 that names the problem', async () => {
     const app = makeDialectApp(backend);
     const error = await failure(app.caller(newKey(), 'a\u0000b').payments.create({ amount: 1 }));
     expect(error.code).toBe('BAD_REQUEST');

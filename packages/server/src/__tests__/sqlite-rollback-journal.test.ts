@@ -24,9 +24,9 @@ describe.each(['sqlite', 'libsql'] as const)('rollback journal on %s', (name) =>
     const db = open();
     // createSqliteFile makes a WAL file; a file in WAL mode stays so until one connection alone switches it back.
     await sql`PRAGMA journal_mode = DELETE`.execute(db);
-    await sql`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, amount INTEGER NOT NULL, note TEXT)`.execute(
-      db,
-    );
+    await sql`CREATE TABLE payments (
+      id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, amount INTEGER NOT NULL, note TEXT
+    )`.execute(db);
     await makeDialectApp({ db }).idempotency.migrate();
   });
   afterAll(() => file?.drop());
@@ -37,7 +37,8 @@ describe.each(['sqlite', 'libsql'] as const)('rollback journal on %s', (name) =>
   });
 
   describe.each(['transaction', 'lease'] as const)('%s mode', (mode) => {
-    it('commits the holder once a reader that held up its COMMIT lets go, and its duplicate on another instance replays it', async () => {
+    // The duplicate is on another instance.
+    it('commits the holder once a reader that held up its COMMIT lets go; a duplicate replays it', async () => {
       const user = `reader-${mode}`;
       const a = makeDialectApp({ db: open() }, { mode, lease: 150, wait: 20_000 });
       const b = makeDialectApp({ db: open() }, { mode, lease: 150, wait: 20_000 });
@@ -84,7 +85,8 @@ const PROBE = `import Database from 'better-sqlite3';
 const probe = new Database(process.env.FILE, { timeout: 0 });
 const end = Date.now() + 10000;
 for (;;) {
-  try { probe.prepare('SELECT count(*) FROM payments').get(); } catch (e) { if (String(e.code).startsWith('SQLITE_BUSY')) break; throw e; }
+  try { probe.prepare('SELECT count(*) FROM payments').get(); }
+  catch (e) { if (String(e.code).startsWith('SQLITE_BUSY')) break; throw e; }
   if (Date.now() > end) break;
   await new Promise((r) => setTimeout(r, 5));
 }`;

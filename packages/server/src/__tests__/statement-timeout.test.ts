@@ -53,7 +53,8 @@ async function openDatabase(name: Name): Promise<Database> {
       cancelWaiters: async () =>
         (
           await tdb.pool.query(
-            `SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+            `SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'`,
           )
         ).rowCount ?? 0,
       async close() {
@@ -199,7 +200,8 @@ describe.each(BACKENDS)("the app's statement timeout on %s", (name) => {
     ['above', 10 * WAIT_MS, 'transaction'],
     ['below', APP_TIMEOUT_MS, 'lease'],
   ] as const)(
-    'a timeout %s `wait` (%i ms), %s mode: a duplicate waits `wait`, then 409 in_progress with Retry-After; the original is replayed',
+    'a timeout %s `wait` (%i ms), %s mode: a duplicate waits `wait`, then 409 in_progress with Retry-After; ' +
+      'the original is replayed',
     async (_, timeoutMs, mode) => {
       const { key, done, duplicate, runs } = await whileHeld(
         timeoutMs,

@@ -32,7 +32,8 @@ const catalog = {
   },
   sqlite: {
     columns: `SELECT name AS c FROM pragma_table_info('idempotency_keys') ORDER BY cid`,
-    indexes: `SELECT sql AS d FROM sqlite_master WHERE type = 'index' AND tbl_name = 'idempotency_keys' AND sql IS NOT NULL`,
+    indexes: `SELECT sql AS d FROM sqlite_master
+      WHERE type = 'index' AND tbl_name = 'idempotency_keys' AND sql IS NOT NULL`,
   },
 } as const;
 

@@ -25,7 +25,7 @@ describe('the database stopped at the claim', () => {
   });
 
   for (const path of ['pg-fast', 'pg-general'] as const) {
-    it(`answers 503 store_unavailable without running the handler, and recovers when it is back (${path})`, async () => {
+    it(`answers 503 store_unavailable without running the handler, and recovers when back (${path})`, async () => {
       const app = makeApp({ db, pool: path === 'pg-fast' ? pool : undefined });
       await app.idempotency.migrate();
       await app.caller(`${path}-before`, path).payments.create({ amount: 1 });

@@ -89,7 +89,7 @@ describe.each(DIALECT_BACKENDS)('a stored error too large to store, on %s', (nam
   }
 
   describe.each(['transaction', 'lease'] as const)('%s mode', (mode) => {
-    it('refuses a stored error over maxResponseBytes as response_too_large: writes rolled back, key freed', async () => {
+    it('refuses a stored error over maxResponseBytes as response_too_large: writes undone, key freed', async () => {
       const limit = 4096;
       const app = makeDialectApp(backend, { mode, maxResponseBytes: limit });
       const user = `max-${mode}`;

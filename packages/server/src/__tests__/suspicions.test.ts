@@ -114,7 +114,8 @@ describe.each(DIALECT_BACKENDS)('suspicions of issue 11 on %s', (name) => {
     });
   }
 
-  it('(d) transaction mode: a different payload waiting in-process runs once the original released its key, as across instances', async () => {
+  // As across instances.
+  it('(d) transaction mode: another payload waiting in-process runs once the original released its key', async () => {
     const app = makeDialectApp(backend, { wait: 10_000 });
     const key = newKey();
     const gate = deferred();
@@ -136,7 +137,7 @@ describe.each(DIALECT_BACKENDS)('suspicions of issue 11 on %s', (name) => {
     expect(app.control.runs).toBe(2);
   });
 
-  it('(d) transaction mode: a different payload waiting in-process gets 422 once the original stored its result', async () => {
+  it('(d) transaction mode: another payload waiting in-process gets 422 once the original stored', async () => {
     const app = makeDialectApp(backend, { wait: 10_000 });
     const key = newKey();
     const gate = deferred();
@@ -151,7 +152,8 @@ describe.each(DIALECT_BACKENDS)('suspicions of issue 11 on %s', (name) => {
     expect(app.control.runs).toBe(1);
   });
 
-  it('(d) lease mode: a different payload in-process gets 422 at once while the original runs, as across instances', async () => {
+  // As across instances.
+  it('(d) lease mode: another payload in-process gets 422 at once while the original runs', async () => {
     const app = makeDialectApp(backend, { mode: 'lease', wait: 10_000 });
     const key = newKey();
     const gate = deferred();

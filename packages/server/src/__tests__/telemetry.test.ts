@@ -190,7 +190,7 @@ describe('OpenTelemetry (real Postgres, HTTP, the SDK in-memory exporters)', () 
     expect(await takeMetrics()).toEqual({ 'trpc_idempotency.executions': 1, 'trpc_idempotency.claim.duration': 1 });
   });
 
-  it('a replayed call: a replay span and one replay counted; no attribute holds the key, the scope or the input', async () => {
+  it('a replayed call: a replay span and one replay counted; no attribute holds the key, scope or input', async () => {
     const key = newKey();
     await app.post('pay', key, { amount: 777_001 });
     await forget();
@@ -203,7 +203,7 @@ describe('OpenTelemetry (real Postgres, HTTP, the SDK in-memory exporters)', () 
     for (const secret of [key, 'user:u', '777001']) expect(everything).not.toContain(secret);
   });
 
-  it('a call that waited for its original on another instance: a wait span and waited_ms, then its replay', async () => {
+  it('a call that waited for its original on another instance: a wait span, waited_ms, then its replay', async () => {
     const other = await startServer(backend.another());
     closers.push(other.close);
     const key = newKey();
@@ -261,7 +261,8 @@ describe('OpenTelemetry (real Postgres, HTTP, the SDK in-memory exporters)', () 
     expect(await takeMetrics()).toEqual({ 'trpc_idempotency.mismatches': 1 });
   });
 
-  it("a lease-mode takeover of a holder that died during a step: takeover, the recorded step's replay, then the rest run", async () => {
+  // The recorded step is replayed, then the rest run.
+  it("a lease-mode takeover of a holder that died in a step: takeover, the step's replay, then the rest", async () => {
     // The holder: its own Kysely on the general path (the fast path's renewal connection would outlive it).
     const other = backend.another();
     const stale = await startServer({ db: other.db }, { lease: 400 });

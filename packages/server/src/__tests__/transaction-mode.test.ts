@@ -85,7 +85,7 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
     expect(other.events.filter((e) => e.type === 'waited').length).toBeGreaterThan(0);
   });
 
-  it('answers 422 payload_mismatch for the same key with another input or procedure, and keeps scopes apart', async () => {
+  it('answers 422 payload_mismatch for one key with another input or procedure, and keeps scopes apart', async () => {
     const app = makeDialectApp(backend);
     const key = newKey();
     await app.caller(key, 'mm').payments.create({ amount: 1 });
@@ -388,7 +388,7 @@ describe.each(DIALECT_BACKENDS)('transaction mode on %s', (name) => {
     expect(await payments('ttl')).toBe(2);
   });
 
-  it('takes an expired key over for another input, and a stored error of the new run replaces the old result', async () => {
+  it('takes an expired key over for another input; a stored error of the new run replaces the old result', async () => {
     const key = newKey();
     await makeDialectApp(backend, { ttl: 100 }).caller(key, 'retake').payments.create({ amount: 1 });
     await sleep(200);

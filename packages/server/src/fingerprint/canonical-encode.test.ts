@@ -139,7 +139,7 @@ describe('canonicalEncode: what counts as different', () => {
 });
 
 describe('canonicalEncode: binary data', () => {
-  it('writes bytes as the same standard base64 that Buffer wrote, so stored fingerprints still match (seed 1204)', () => {
+  it('writes bytes as the standard base64 Buffer wrote, so stored fingerprints still match (seed 1204)', () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 70_000 }), (data) => {
         const base64 = Buffer.from(data).toString('base64');
@@ -149,7 +149,7 @@ describe('canonicalEncode: binary data', () => {
     );
   });
 
-  it('refuses a Blob synchronously, and encodes it by type, name and a digest of its bytes asynchronously', async () => {
+  it('refuses a Blob synchronously, and encodes it by type, name and a digest of its bytes async', async () => {
     expect(() => canonicalEncode(new Blob(['x']))).toThrow(/use canonicalEncodeAsync/);
     const text = await canonicalEncodeAsync(new File(['x'], 'a.txt', { type: 'text/plain' }));
     expect(text).toMatch(/^Yfs10:text\/plains5:a\.txth[0-9a-f]{64};$/);

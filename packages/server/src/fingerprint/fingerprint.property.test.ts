@@ -136,7 +136,7 @@ describe(`fingerprint properties (seed ${seed})`, () => {
     expect(equalPairs).toBeGreaterThan(30);
   });
 
-  it('gives an input rebuilt with other key, Map and Set orders and undefined properties the same fingerprint', async () => {
+  it('gives an input rebuilt with other key, Map and Set orders and undefined properties one fingerprint', async () => {
     await fc.assert(
       fc.asyncProperty(value, async (v) => {
         expect(await fingerprint('p', rebuild(v))).toBe(await fingerprint('p', v));

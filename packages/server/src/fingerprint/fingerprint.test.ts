@@ -102,7 +102,7 @@ describe('fingerprint of non-JSON inputs (what tRPC hands over for FormData and 
     expect(await fingerprint('p', new File(['x'], 'a'))).not.toBe(await fingerprint('p', new File(['x'], 'b')));
   });
 
-  it('refuses a ReadableStream (octet-stream input), which it could only read by consuming the handler’s input', async () => {
+  it('refuses a ReadableStream (octet-stream input): reading it would consume the handler’s input', async () => {
     const stream = new Blob(['abc']).stream();
     await expect(async () => fingerprint('p', stream)).rejects.toThrow(/stream.*cannot be fingerprinted/);
     expect(stream.locked).toBe(false);

@@ -143,7 +143,7 @@ for (const [name, , send] of adapters) {
       expect(((await res.json()) as any).error.data.idempotency).toEqual({ reason: 'key_invalid' });
     });
 
-    it('still answers every call of a streamed batch correctly (headers went out before the calls resolved)', async () => {
+    it('still answers every call of a streamed batch right (headers went out before the calls resolved)', async () => {
       headerWrites.length = 0;
       const res = await send('echo,echo?batch=1', {
         body: JSON.stringify({ 0: { replay: true, delayMs: 30 }, 1: { delayMs: 30 } }),

@@ -31,7 +31,7 @@ export interface FoundKey {
  * middleware is made, so a call pays only for its own source.
  */
 export interface CallSource {
-  /** The call's key, or undefined when it has none. Throws `IdempotencyError('key_invalid')` for one that is not a key. */
+  /** The call's key, undefined when it has none. Throws `IdempotencyError('key_invalid')` for one that is not a key. */
   key(opts: MiddlewareOpts): FoundKey | undefined;
   /** The message of the 400 `key_missing` for a call without a key. */
   missing(path: string): string;

@@ -24,7 +24,8 @@ describe('checkScope', () => {
     }
   });
 
-  it('refuses a scope over 2048 bytes of UTF-8 on every dialect with a 400 naming the limit and only its own database', () => {
+  // On every dialect.
+  it('refuses a scope over 2048 bytes of UTF-8 with a 400 naming the limit and only its own database', () => {
     for (const name of ['postgres', 'mysql', 'sqlite'] as const) {
       expect(checkScope('x'.repeat(2048), { name })).toHaveLength(2048);
       expect(checkScope('é'.repeat(1024), { name })).toHaveLength(1024);

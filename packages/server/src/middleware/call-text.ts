@@ -29,7 +29,9 @@ export function checkScope(scope: unknown, storage: ScopeStorage = { name: 'post
         : 'the idempotency table (UTF-8 text without NUL on every database)';
     throw new TRPCError({
       code: 'BAD_REQUEST',
-      message: `idempotency: the scope for this request ${problem}; ${where} cannot store it exactly, so it cannot be told apart from other scopes`,
+      message:
+        `idempotency: the scope for this request ${problem}; ${where} cannot store it exactly, ` +
+        'so it cannot be told apart from other scopes',
     });
   }
   const bytes = utf8Bytes(scope, MAX_SCOPE_BYTES);
@@ -44,9 +46,13 @@ export function checkScope(scope: unknown, storage: ScopeStorage = { name: 'post
 
 /** Why a longer scope is refused, per dialect: each message names only the database at hand. */
 const SCOPE_LIMIT: Record<StoreDialect['name'], string> = {
-  postgres: `the Postgres table holds a scope of at most ${MAX_SCOPE_BYTES} bytes (an entry of its primary-key index holds at most 2704, scope and key together)`,
+  postgres:
+    `the Postgres table holds a scope of at most ${MAX_SCOPE_BYTES} bytes ` +
+    '(an entry of its primary-key index holds at most 2704, scope and key together)',
   mysql: `the MySQL/MariaDB table holds a scope of at most ${MAX_SCOPE_BYTES} bytes`,
-  sqlite: `the idempotency table holds a scope of at most ${MAX_SCOPE_BYTES} bytes, on SQLite as on the other databases, so that each accepts the same scopes`,
+  sqlite:
+    `the idempotency table holds a scope of at most ${MAX_SCOPE_BYTES} bytes, ` +
+    'on SQLite as on the other databases, so that each accepts the same scopes',
 };
 
 /** The procedure path is stored too; only a router key that is not well-formed text could fail this. */

@@ -42,9 +42,9 @@ export interface IdempotencyContext<DB> {
   /** Lease mode: true when this call took over an expired claim whose holder died; the handler runs again. */
   takeover: boolean;
   /**
-   * Lease mode: aborted when this call learns another call took its key over (possible only once its connection,
-   * and the advisory lock its transaction held, was lost; missed renewals alone never abort it). Stop then, e.g. pass it to `fetch`: the outcome will not be stored and the
-   * call answers 409 `in_progress`. Never aborted in transaction mode.
+   * Lease mode: aborted when this call learns another call took its key over (possible only once its connection, and
+   * the advisory lock its transaction held, was lost; missed renewals alone never abort it). Stop then, e.g. pass it to
+   * `fetch`: the outcome will not be stored and the call answers 409 `in_progress`. Never aborted in transaction mode.
    */
   signal: AbortSignal;
 }

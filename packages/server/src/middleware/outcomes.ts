@@ -79,9 +79,11 @@ export function mismatch(rt: Runtime, call: Call): TRPCError {
     new IdempotencyError(
       'payload_mismatch',
       call.fromInput
-        ? `The idempotency key "${call.key}" that ${call.path} takes from its input was already used with a different ` +
-            'procedure or a different fingerprinted input: the same key must come with the same input on every retry'
-        : `Idempotency-Key "${call.key}" was already used with a different procedure or input: send a new key for a new request`,
+        ? `The idempotency key "${call.key}" that ${call.path} takes from its input ` +
+            'was already used with a different procedure or a different fingerprinted input: ' +
+            'the same key must come with the same input on every retry'
+        : `Idempotency-Key "${call.key}" was already used with a different procedure or input: ` +
+            'send a new key for a new request',
     ),
   );
 }
@@ -108,7 +110,8 @@ export function responseTooLarge(rt: Runtime, call: Call, bytes: number, error?:
   const over =
     bytes > maxResponseBytes
       ? `exceeds maxResponseBytes (${maxResponseBytes})`
-      : `exceeds the ${rt.store.maxResultBytes} bytes the database takes in one statement (MySQL/MariaDB: (max_allowed_packet - 16 KiB) / 2)`;
+      : `exceeds the ${rt.store.maxResultBytes} bytes the database takes in one statement ` +
+        '(MySQL/MariaDB: (max_allowed_packet - 16 KiB) / 2)';
   const raise = bytes > maxResponseBytes ? 'raise maxResponseBytes' : "raise the server's max_allowed_packet";
   const what = error
     ? `The result (${bytes} bytes: the handler's ${error.code} error, to be stored)`
@@ -136,9 +139,10 @@ export function claimFailure(rt: Runtime, call: Call, error: unknown): TRPCError
     );
   }
   if (isUndefinedTable(error)) {
+    const table = rt.options.table.qualified;
     return new TRPCError({
       code: 'INTERNAL_SERVER_ERROR',
-      message: `The idempotency table ${rt.options.table.qualified} does not exist: run idempotency.migrate() at startup`,
+      message: `The idempotency table ${table} does not exist: run idempotency.migrate() at startup`,
       cause: error,
     });
   }
@@ -153,7 +157,8 @@ export function completionFailure(error: unknown): TRPCError {
       error instanceof UnstorableResultError
         ? error.message
         : isStoreUnavailable(error)
-          ? 'The database connection failed while storing the result: retry with the same key (it replays if the result was stored)'
+          ? 'The database connection failed while storing the result: ' +
+            'retry with the same key (it replays if the result was stored)'
           : "The handler's transaction could not be committed, nothing was stored: retry with the same key",
     cause: error,
   });
@@ -167,7 +172,8 @@ export function claimLostFailure(error: unknown): TRPCError {
   return new TRPCError({
     code: 'INTERNAL_SERVER_ERROR',
     message:
-      "The idempotency key's row was deleted or changed inside the handler's transaction, so nothing was committed: a handler must not write its own key's row",
+      "The idempotency key's row was deleted or changed inside the handler's transaction, so nothing was committed: " +
+      "a handler must not write its own key's row",
     cause: error,
   });
 }
@@ -180,7 +186,8 @@ export function lostCompletionFailure(error: unknown): TRPCError {
   return new TRPCError({
     code: 'INTERNAL_SERVER_ERROR',
     message:
-      "The prepared completion was deallocated inside the handler's transaction, so nothing was committed: retry with the same key; a handler must not DEALLOCATE the middleware's statements",
+      "The prepared completion was deallocated inside the handler's transaction, so nothing was committed: " +
+      "retry with the same key; a handler must not DEALLOCATE the middleware's statements",
     cause: error,
   });
 }
@@ -223,7 +230,8 @@ export function handlerContext(
 function stepUnavailable(name: string): Promise<never> {
   return Promise.reject(
     new Error(
-      `ctx.idempotency.step('${name}') needs mode: 'lease': in transaction mode the call's transaction is its only record`,
+      `ctx.idempotency.step('${name}') needs mode: 'lease': ` +
+        "in transaction mode the call's transaction is its only record",
     ),
   );
 }

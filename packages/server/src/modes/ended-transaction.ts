@@ -3,7 +3,10 @@ import type { Call, Runtime } from '../middleware/call.js';
 import { encodeStoredResponse } from '../serialize/stored-response.js';
 
 const ENDED =
-  "The handler's own SQL ended the call's transaction (a COMMIT or ROLLBACK through ctx.idempotency.db, a procedure, or a statement that commits implicitly), so its writes and the stored result were not committed together. The outcome is unknown: this key will not run again (a retry gets this error, or the result if it was stored); check what the call did, then send a new key";
+  "The handler's own SQL ended the call's transaction (a COMMIT or ROLLBACK through ctx.idempotency.db, " +
+  'a procedure, or a statement that commits implicitly), so its writes and the stored result were not ' +
+  'committed together. The outcome is unknown: this key will not run again (a retry gets this error, ' +
+  'or the result if it was stored); check what the call did, then send a new key';
 
 /**
  * After a transaction-mode completion failed: whether the handler's own SQL had ended the call's transaction. The

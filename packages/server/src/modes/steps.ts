@@ -37,7 +37,8 @@ export function stepPurpose(index: number, name: string): string {
 export class StepMismatchError extends Error {
   constructor(index: number, name: string, recorded: string) {
     super(
-      `ctx.idempotency.step('${name}') is step ${index} of this call, but the key recorded step ${index} as '${recorded}': a call's steps must keep their names and order on every retry`,
+      `ctx.idempotency.step('${name}') is step ${index} of this call, but the key recorded step ${index} ` +
+        `as '${recorded}': a call's steps must keep their names and order on every retry`,
     );
     this.name = 'StepMismatchError';
   }
@@ -101,7 +102,9 @@ export class LeaseSteps {
     }
     if (this.#db) {
       throw new Error(
-        `ctx.idempotency.step('${name}') was called after ctx.idempotency.db: call every step before the handler's first use of ctx.idempotency.db (a step ends the call's transaction while it runs)`,
+        `ctx.idempotency.step('${name}') was called after ctx.idempotency.db: ` +
+          "call every step before the handler's first use of ctx.idempotency.db " +
+          "(a step ends the call's transaction while it runs)",
       );
     }
     this.#running = true;
@@ -174,7 +177,8 @@ export class LeaseSteps {
     const bytes = oversizedBytes(rt, text);
     if (bytes !== undefined) {
       throw new RangeError(
-        `ctx.idempotency.step('${name}'): the call's recorded steps would take ${bytes} bytes, over what one statement may store (maxResponseBytes): return less from the step`,
+        `ctx.idempotency.step('${name}'): the call's recorded steps would take ${bytes} bytes, ` +
+          'over what one statement may store (maxResponseBytes): return less from the step',
       );
     }
     const rows = (await rt.store.autocommit([rt.stepSql.record(this.#owner, text)]))[0] ?? [];
@@ -207,7 +211,8 @@ export class LeaseSteps {
   #lost(): Error {
     this.#held?.lose('another call took the key over during a step');
     return new Error(
-      `idempotency: another call took key "${this.#call.key}" over during a step; this call's outcome will not be stored`,
+      `idempotency: another call took key "${this.#call.key}" over during a step; ` +
+        "this call's outcome will not be stored",
     );
   }
 }

@@ -72,9 +72,9 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
 }
 
 /**
- * Opens the transaction with the claim (or the takeover of an expired row) and, on the fast path and the joined
- * general path, the savepoint, in one round trip. Returns the open session when this call owns the key. Otherwise reads the row — a new
- * statement, so after a wait it sees what the original committed — and rolls back in the same round trip.
+ * Opens the transaction with the claim (or the takeover of an expired row) and, on the fast path and the joined general
+ * path, the savepoint, in one round trip. Returns the open session when this call owns the key. Otherwise reads the row
+ * — a new statement, so after a wait it sees what the original committed — and rolls back in the same round trip.
  */
 async function claimKey(
   rt: Runtime,

@@ -43,7 +43,7 @@ describe("a stored error's cause", () => {
     }
   });
 
-  it("keeps a validation error's non-enumerable issues, and never lets a field named __proto__ change the prototype", () => {
+  it("keeps a validation error's non-enumerable issues; a field named __proto__ never changes the prototype", () => {
     const validation = new Error('invalid');
     Object.defineProperty(validation, 'issues', { value: [{ path: ['quantity'], message: 'too small' }] });
     const hostile = JSON.parse('{"__proto__": {"polluted": true}, "ok": 1}');
@@ -67,7 +67,8 @@ describe("a stored error's cause", () => {
     }
   });
 
-  it('is left out, never failing the store, when it holds a cycle, a throwing getter or what the serializer cannot read back', () => {
+  // Unreadable: what the serializer cannot read back.
+  it('is left out, never failing the store, when it holds a cycle, a throwing getter or an unreadable value', () => {
     const cyclic: Record<string, unknown> = {};
     cyclic.self = cyclic;
     const getter = Object.defineProperty(new Error('g'), 'boom', {
@@ -86,7 +87,8 @@ describe("a stored error's cause", () => {
     const old = '{"v":1,"ok":false,"error":{"code":"PAYMENT_REQUIRED","message":"declined"}}';
     expect(replayed(old)).toMatchObject({ code: 'PAYMENT_REQUIRED', message: 'declined', cause: undefined });
     const unreadable =
-      '{"v":1,"ok":false,"error":{"code":"NOT_FOUND","message":"m","cause":{"name":"E","message":"x","data":{"$nope":1}}}}';
+      '{"v":1,"ok":false,"error":{"code":"NOT_FOUND","message":"m",' +
+      '"cause":{"name":"E","message":"x","data":{"$nope":1}}}}';
     expect(replayed(unreadable)).toMatchObject({ code: 'NOT_FOUND', message: 'm', cause: undefined });
   });
 });

@@ -67,7 +67,8 @@ function encodeResult(result: unknown, serializer: Serializer): string {
       serializer.deserialize((JSON.parse(text) as { data: unknown }).data);
     } catch (error) {
       throw new TypeError(
-        `the serializer cannot read back the result it wrote, so no replay could answer it (${(error as Error | null)?.message ?? error})`,
+        'the serializer cannot read back the result it wrote, so no replay could answer it ' +
+          `(${(error as Error | null)?.message ?? error})`,
         { cause: error },
       );
     }

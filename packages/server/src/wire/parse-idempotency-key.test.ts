@@ -23,7 +23,8 @@ describe('shared wire vectors', () => {
 
   for (const vector of vectors.key) {
     const header = headerOf(vector);
-    const title = `Idempotency-Key ${JSON.stringify(header.length > 40 ? `${header.slice(0, 20)}…(${header.length})` : header)}${vector.note ? ` (${vector.note})` : ''}`;
+    const shown = header.length > 40 ? `${header.slice(0, 20)}…(${header.length})` : header;
+    const title = `Idempotency-Key ${JSON.stringify(shown)}${vector.note ? ` (${vector.note})` : ''}`;
     if (vector.error) {
       it(`${title} is rejected as ${vector.error}`, () => {
         expect(reasonOf(() => parseIdempotencyKey(header))).toBe(vector.error);
