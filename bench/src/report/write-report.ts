@@ -1,26 +1,10 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import type { Spread } from '../load/stats.ts';
 import type { BenchResults } from '../results.ts';
 import { checkGoals } from './goals.ts';
 import { type ChartGroup, ratioChart } from './svg-chart.ts';
-import {
-  costModelTable,
-  dialectsTable,
-  goalsTable,
-  ledgerTable,
-  linkTable,
-  otherRatiosTable,
-  outageTable,
-  overheadTable,
-  printTables,
-  purgeTable,
-  replayTable,
-  roundTripTable,
-  scalingTable,
-  stormTable,
-  table,
-} from './tables.ts';
+import { goalsTable, ledgerTable, otherRatiosTable, printTables, table } from './tables.ts';
+import { tablesMarkdown } from './tables-page.ts';
 import { checkTargets } from './targets.ts';
 
 /** Prints the tables; on a complete run also writes docs/benchmarks.md and its SVG chart. */
@@ -44,8 +28,9 @@ export async function writeReport(
     log(line);
   if (!writeDocs) return;
   await writeFile(`${root}docs/benchmarks-ratios.svg`, chart(results));
-  await writeFile(`${root}docs/benchmarks.md`, markdown(results, root));
-  log(`\nwrote docs/benchmarks.md, docs/benchmarks-ratios.svg, bench/results/latest.json`);
+  await writeFile(`${root}docs/benchmarks.md`, markdown(results));
+  await writeFile(`${root}docs/benchmarks-tables.md`, tablesMarkdown(results));
+  log(`\nwrote docs/benchmarks.md, docs/benchmarks-tables.md, docs/benchmarks-ratios.svg, bench/results/latest.json`);
 }
 
 /** How long each scenario took, from the second each started at (the last one ends with the run). */
@@ -125,14 +110,12 @@ function chart(r: BenchResults): string {
   );
 }
 
-function markdown(r: BenchResults, root: string): string {
+function markdown(r: BenchResults): string {
   const m = r.machine;
   const plainLight = r.overhead?.find((o) => o.contender === 'plain' && o.handler === 'light');
   const plainSpread = plainLight
     ? `plain (light) ran at ${Math.round(Math.min(...plainLight.rounds.map((x) => x.rps)))}–${Math.round(Math.max(...plainLight.rounds.map((x) => x.rps)))} req/s across rounds`
     : '';
-  const analysisPath = `${root}bench/analysis.md`;
-  const analysis = existsSync(analysisPath) ? readFileSync(analysisPath, 'utf8').trim() : '';
   const p = r.params;
   const lines = [
     '# Benchmarks',
@@ -205,8 +188,9 @@ function markdown(r: BenchResults, root: string): string {
     'sides share the noise of that round), reported as the median over rounds with its min–max spread. Ours is',
     "`ours-tx+pool` (transaction mode with the raw `pg` pool, the README's configuration); every handler runs",
     'through Kysely (`plain` is the same handler without idempotency). The MariaDB and SQLite rows come from the',
-    'dialects table below, over HTTP. The `-before` contenders are the build given by `BENCH_BEFORE_DIST` (the',
-    'commit is named in the analysis below), run in the same rounds: a cell fails that row only when it is slower',
+    '[dialects table](benchmarks-tables.md#dialects), over HTTP. The `-before` contenders are the build given by',
+    '`BENCH_BEFORE_DIST` (the commit is named in [the analysis](../bench/analysis.md)), run in the same rounds: a',
+    'cell fails that row only when it is slower',
     'than that build in every round.',
     '',
     ...goalsTable(r),
@@ -223,26 +207,6 @@ function markdown(r: BenchResults, root: string): string {
     ),
     '',
   ];
-  if (analysis) lines.push('## Analysis', '', analysis, '');
-  const costLight = costModelTable(r, 'light');
-  if (costLight.length) {
-    lines.push(
-      '### CPU per request, and the ratio it predicts',
-      '',
-      "From the overhead cells: server process CPU + local Postgres CPU + the load generator's CPU per request",
-      "(medians over rounds). With 2 cores shared by the three, req/s ≈ 1 / CPU per request, so plain's total",
-      "divided by a contender's predicts the contender's ratio (Redis' own CPU is not counted).",
-      '',
-      '**light handler**',
-      '',
-      ...costLight,
-      '',
-      '**payment handler**',
-      '',
-      ...costModelTable(r, 'payment'),
-      '',
-    );
-  }
   if (r.ledger) {
     lines.push(
       '## Per-call cost ledger',
@@ -262,115 +226,15 @@ function markdown(r: BenchResults, root: string): string {
       '',
     );
   }
-  if (r.roundTrips) {
-    lines.push(
-      '## Round trips per request',
-      '',
-      'Counted on the server (every `pg` `Client.query` call is one round trip; a multi-statement string counts',
-      'once; Redis commands likewise) over a few hundred requests, 4 at a time, after a warm-up. Server CPU is the',
-      "contender process's user + system time per request: less sensitive to a busy machine than throughput, but",
-      'inflated by it too (cache misses, frequency), so compare the columns with each other, not across runs.',
-      '',
-      ...roundTripTable(r),
-      '',
-    );
-  }
-  if (r.overhead) {
-    lines.push(
-      '## Overhead: first executions',
-      '',
-      'Per cell, the server reports its own CPU time and SQL statements; "Postgres CPU" is the CPU of every local',
-      'Postgres process over the cell (read from /proc: backends, WAL writer, autovacuum — and any other',
-      "database's work on a shared machine), divided by the requests sent. Medians over rounds.",
-      '',
-      '### light handler',
-      '',
-      ...overheadTable(r, 'light'),
-      '',
-    );
-    lines.push('### payment handler', '', ...overheadTable(r, 'payment'), '');
-  }
-  if (r.replay) {
-    lines.push(
-      '## Replay',
-      '',
-      `Each contender first completes ${p.replayKeys} keys on the light mutation; the load then cycles through them.`,
-      'The ratios divide by plain first executions measured in the same rounds.',
-      '',
-      ...replayTable(r),
-      '',
-    );
-  }
-  if (r.dialects) {
-    lines.push(
-      '## Dialects',
-      '',
-      'Ours against the same handler without idempotency on the same database, per dialect, in process (tRPC',
-      '`createCaller`, no HTTP, one call at a time, so the database and the middleware are all that differ —',
-      'stricter than the HTTP tables above, where tRPC and HTTP dilute both sides). Ours in transaction mode, a',
-      `fresh key per call; ${p.dialectCalls} calls per cell, ${p.dialectRounds} rounds, plain and ours alternating (order rotated),`,
-      'ratio per round, median (min–max). Handlers as above: **light** one insert; **payment** a read of one of 1,000',
-      'accounts (`FOR UPDATE` except on SQLite, whose transaction holds the write lock), an insert, a debit.',
-      'Postgres appears on both paths for comparison; MariaDB in a database of its own, SQLite and libSQL on WAL',
-      'files in a temporary directory. The rows *via HTTP* run the same handlers in a plain and an ours child',
-      `server on the same database, loaded like the overhead tables (${p.connections} connections, ${p.rounds} rounds of ${p.durationMs / 1000} s per`,
-      "cell, sides alternating): concurrent requests meet the dialect's locking (SQLite serialises writers), and",
-      'tRPC, HTTP and the load generator dilute both sides; the in-process rows stay the floor of the middleware.',
-      '',
-      ...dialectsTable(r),
-      '',
-    );
-  }
-  if (r.storm) {
-    lines.push(
-      '## Duplicate storm',
-      '',
-      `${p.stormRequests} requests with one key, all sent at once (one connection each) to the payment mutation.`,
-      'Executions are counted as payment rows that carry the key.',
-      '',
-      ...stormTable(r),
-      '',
-    );
-  }
-  if (r.scaling) {
-    lines.push(
-      '## Scaling with table size',
-      '',
-      'Ours (transaction mode, replay cache off so replays read the table) on a table pre-loaded with completed',
-      'keys (random UUIDs over 1,000 scopes, `INSERT … SELECT generate_series`); sizes interleaved per round.',
-      '',
-      ...scalingTable(r),
-      '',
-    );
-  }
-  if (r.purge) {
-    lines.push(
-      '## Purge under load',
-      '',
-      '`purgeExpired()` on a table holding the expired rows, while light-handler traffic claims new keys in',
-      'the same table.',
-      '',
-      ...purgeTable(r),
-      '',
-    );
-  }
-  if (r.client) {
-    lines.push(
-      '## Client link',
-      '',
-      'An unguarded no-op mutation on the plain server, so the difference is the link: `idempotencyLink` +',
-      '`httpLink({ headers: idempotencyHeaders, fetch: idempotencyFetch() })` versus a bare `httpLink`; the',
-      '`pendingCallsLink` row adds the link that keeps each call in a store (an in-memory Web Storage) until it is',
-      'answered. Rows marked (before) run a build given by `BENCH_BEFORE_CLIENT_DIST` in the same rounds.',
-      '',
-      ...linkTable(r),
-      '',
-      `Full outage: every request answered 503 by an HTML page; ${r.client.outage[0]?.calls ?? '?'} logical calls, 50 at a time,`,
-      '5 attempts, backoff 5–50 ms (shortened so the run takes seconds; the count is what matters).',
-      '',
-      ...outageTable(r),
-      '',
-    );
-  }
+  lines.push(
+    '## More',
+    '',
+    '- [Every other table of this run](benchmarks-tables.md): CPU per request, round trips, first-execution overhead,',
+    '  replays, dialects, the duplicate storm, scaling with table size, purge under load, the client link.',
+    '- [The analysis, run by run](../bench/analysis.md): what each change measured, the candidate designs, and why',
+    '  each goal is or is not reached.',
+    '- [Overhead per dialect, by hand](benchmarks-dialects.md): an earlier in-process run and its reasoning.',
+    '',
+  );
   return `${lines.join('\n')}\n`;
 }

@@ -6,7 +6,7 @@ import { getIdempotencyReason, IdentityChangedError } from './idempotencyError.j
 import { idempotencyHeaders } from './idempotencyHeaders.js';
 import { idempotencyLink } from './idempotencyLink.js';
 import type { IdempotencyLinkOptions } from './internals/options.js';
-import { isOutcomeUnknown } from './pendingCallsLink.js';
+import { isOutcomeUnknown } from './isOutcomeUnknown.js';
 import { retryBudget } from './retryBudget.js';
 import type { IdempotencyCallInfo } from './types.js';
 

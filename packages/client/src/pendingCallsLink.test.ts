@@ -6,10 +6,12 @@ import { type Answer, ok, scriptedLink } from './__tests__/scriptedLink.js';
 import { idempotencyHeaders } from './idempotencyHeaders.js';
 import { idempotencyLink } from './idempotencyLink.js';
 import { callWithIdempotencyContext } from './internals/ambientContext.js';
-import { isOutcomeUnknown, type PendingCallsLinkOptions, pendingCallsLink } from './pendingCallsLink.js';
+import { isOutcomeUnknown } from './isOutcomeUnknown.js';
+import type { PendingCallsLinkOptions } from './pendingCalls/options.js';
+import { pendingCallsLink } from './pendingCallsLink.js';
 import { memoryAsyncStorage } from './pendingStorage/__tests__/memoryAsyncStorage.js';
 import { asyncStorageStore } from './pendingStorage/asyncStorageStore.js';
-import type { PendingCall } from './pendingStorage/pendingCallStore.js';
+import type { PendingCall, PendingCallStore } from './pendingStorage/pendingCallStore.js';
 
 const lost: Answer = 'network';
 
@@ -297,6 +299,24 @@ describe('two calls under one key', () => {
 });
 
 describe('what is kept', () => {
+  /**
+   * The link on its own, subscribed to one call of `pay`, over a terminating `next` that counts what reaches it
+   * and never answers: the call stays in flight until unsubscribed.
+   */
+  function subscribeAlone(store: PendingCallStore) {
+    let sent = 0;
+    const run = pendingCallsLink<any>({ procedures: ['pay'], store })({} as never);
+    const op = { id: 1, type: 'mutation', path: 'pay', input: {}, context: {}, signal: null } as Operation;
+    const subscription = run({
+      op,
+      next: () =>
+        observable(() => {
+          sent++;
+        }),
+    }).subscribe({});
+    return { subscription, sent: () => sent };
+  }
+
   test('a FormData input is sent, not kept (it would be stored as "{}" and resumed as another payload)', async () => {
     const told: unknown[] = [];
     const { client, seen, store } = setup(() => lost, { onStoreError: (e) => told.push(e) });
@@ -318,23 +338,23 @@ describe('what is kept', () => {
           finishPut = () => void real.put(ns, call).then(resolve);
         }),
     };
-    let sent = 0;
-    // The link on its own, with a terminating `next` that counts what reaches it.
-    const run = pendingCallsLink<any>({ procedures: ['pay'], store: slow })({} as never);
-    const op = { id: 1, type: 'mutation', path: 'pay', input: {}, context: {}, signal: null } as Operation;
-    const subscription = run({
-      op,
-      next: () =>
-        observable(() => {
-          sent++;
-        }),
-    }).subscribe({});
+    const { subscription, sent } = subscribeAlone(slow);
     await new Promise((resolve) => setTimeout(resolve, 10));
     subscription.unsubscribe();
     finishPut();
     await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(sent).toBe(0);
+    expect(sent()).toBe(0);
     expect(await real.list('default')).toEqual([]);
+  });
+
+  test('unsubscribed once in flight: the call was sent, so it stays kept (its outcome is unknown)', async () => {
+    const real = asyncStorageStore(memoryAsyncStorage());
+    const { subscription, sent } = subscribeAlone(real);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(sent()).toBe(1);
+    subscription.unsubscribe();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await real.list('default')).map((c) => c.path)).toEqual(['pay']);
   });
 });
 
@@ -547,6 +567,40 @@ describe('resume', () => {
       expect(seen.length).toBeGreaterThan(0);
       expect(await store.list('default'), JSON.stringify(answer)).toEqual(kept);
     }
+  });
+
+  test("an earlier page load's call is kept when a send of another input under its key gets the key's 422", async () => {
+    // The server's payload_mismatch is the key's own answer, hence definitive; it says the key ran with the earlier
+    // input, whose record alone can tell resume() so.
+    const storage = memoryAsyncStorage();
+    const store = asyncStorageStore(storage);
+    const earlier: PendingCall = { key: 'k-edit-0002', path: 'pay', input: '{"n":1}', firstSentAt: Date.now() - 1000 };
+    await store.put('default', earlier);
+    const mismatch: Answer = { status: 422, reason: 'payload_mismatch', keyAnswer: true };
+    const { client, seen } = setup(() => mismatch, {}, storage.restart());
+    const result = await outcome(client.mutation('pay', { n: 2 }, { context: { idempotencyKey: 'k-edit-0002' } }));
+    expect(isOutcomeUnknown((result as { error: unknown }).error)).toBe(false);
+    expect(seen).toHaveLength(1);
+    expect(await store.list('default')).toEqual([earlier]);
+  });
+
+  test("a caller's key cancelled while the link looks for an earlier page load's call: nothing stored, nothing sent", async () => {
+    const real = asyncStorageStore(memoryAsyncStorage());
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const store = { ...real, list: (ns: string) => gate.then(() => real.list(ns)) };
+    const { client, seen } = setup(() => ok(), { store });
+    const controller = new AbortController();
+    const call = outcome(
+      client.mutation('pay', { n: 1 }, { context: { idempotencyKey: 'k-look-0001' }, signal: controller.signal }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    controller.abort(new Error('cancelled'));
+    expect(String(((await call) as { error: unknown }).error)).toMatch(/cancelled/);
+    open();
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(seen).toHaveLength(0);
+    expect(await real.list('default')).toEqual([]);
   });
 
   test('a call of an earlier page load is kept when the same key, sent again, is aborted before its first attempt', async () => {

@@ -50,5 +50,7 @@ declare module '@trpc/client' {
      * re-sends a stored call). A refusal that says nothing of the key then leaves the outcome unknown.
      */
     idempotencyOutcomeUnknown?: boolean;
+    /** When the call's key was first sent; set by `pendingCallsLink` (and by `resume`, from the stored call). */
+    idempotencyFirstSentAt?: number;
   }
 }

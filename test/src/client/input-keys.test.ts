@@ -1,4 +1,4 @@
-import { createTRPCClient, httpLink, TRPCClientError } from '@trpc/client';
+import { createTRPCClient, httpBatchLink, httpLink, TRPCClientError } from '@trpc/client';
 import {
   getIdempotencyReason,
   type IdempotencyCallInfo,
@@ -11,9 +11,10 @@ import { countRows } from '../harness/backends.ts';
 import { PaymentsFixture } from '../harness/in-process-server.ts';
 import type { PaymentsRouter } from '../harness/payments-app.ts';
 
-/** Every request a client sent, by its key headers. */
+/** Every request a client sent: its key headers (name: value), and its procedure paths. */
 interface Sent {
   keyHeaders: string[];
+  paths: string;
 }
 
 /**
@@ -21,11 +22,17 @@ interface Sent {
  * records the key headers of each request; with `loseFirstAnswer`, the first answer is lost after the server
  * committed it (the connection dies on the way back), so the link must retry.
  */
-function orderClient(url: string, user: string, sent: Sent[], opts: { loseFirstAnswer?: boolean } = {}) {
+function orderClient(
+  url: string,
+  user: string,
+  sent: Sent[],
+  opts: { loseFirstAnswer?: boolean; batch?: boolean } = {},
+) {
   let requests = 0;
   const recording: typeof fetch = async (input, init) => {
     const headers = new Headers(init?.headers);
-    sent.push({ keyHeaders: [...headers.keys()].filter((name) => name.startsWith('idempotency-key')) });
+    const keyHeaders = [...headers].filter(([name]) => name.startsWith('idempotency-key')).map((h) => h.join(': '));
+    sent.push({ keyHeaders, paths: new URL(String(input)).pathname.split('/').pop() ?? '' });
     const response = await fetch(input, init);
     if (opts.loseFirstAnswer && requests++ === 0) {
       await response.arrayBuffer();
@@ -33,6 +40,7 @@ function orderClient(url: string, user: string, sent: Sent[], opts: { loseFirstA
     }
     return response;
   };
+  const transport = { url, headers: idempotencyHeaders.with({ 'x-user': user }), fetch: idempotencyFetch(recording) };
   return createTRPCClient<PaymentsRouter>({
     links: [
       idempotencyLink<PaymentsRouter>({
@@ -41,7 +49,7 @@ function orderClient(url: string, user: string, sent: Sent[], opts: { loseFirstA
         baseDelayMs: 20,
         budget: false,
       }),
-      httpLink({ url, headers: idempotencyHeaders.with({ 'x-user': user }), fetch: idempotencyFetch(recording) }),
+      opts.batch ? httpBatchLink(transport) : httpLink(transport),
     ],
   });
 }
@@ -111,5 +119,27 @@ describe.each(['pg-pool', 'mariadb', 'sqlite'] as const)('keys from the input ov
     expect(bob.run).not.toBe(alice.run);
     expect(await orderClient(fixture.server.url, 'bob', sent).orders.place.mutate(input)).toEqual(bob);
     expect(await countRows(fixture.backend.db, 'ledger', orderId)).toBe(2);
+  });
+
+  test('in one httpBatchLink batch, copies of one order id run once beside header-keyed calls, which keep their keys', async () => {
+    const orderId = `batch-${backendName}`;
+    const sent: Sent[] = [];
+    const client = orderClient(fixture.server.url, 'alice', sent, { batch: true });
+    const before = fixture.server.counters.executions;
+    const [placed, paid, again, paidToo] = await Promise.all([
+      client.orders.place.mutate({ orderId, amount: 8, sentAt: 'a', delayMs: 0 }),
+      client.payments.create.mutate({ ref: `${orderId}-pay-1`, amount: 1 }),
+      client.orders.place.mutate({ orderId, amount: 8, sentAt: 'b', delayMs: 0 }),
+      client.payments.create.mutate({ ref: `${orderId}-pay-2`, amount: 2 }),
+    ]);
+    expect(again).toEqual(placed);
+    expect(paid.ref).toBe(`${orderId}-pay-1`);
+    expect(paidToo.ref).toBe(`${orderId}-pay-2`);
+    expect(fixture.server.counters.executions - before).toBe(3);
+    expect(await countRows(fixture.backend.db, 'ledger', orderId)).toBe(1);
+    // One request; only the header-keyed calls (batch positions 1 and 3) carry keys.
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.paths.split(',')).toHaveLength(4);
+    expect(sent[0]!.keyHeaders).toEqual([expect.stringMatching(/^idempotency-keys: b1="[^"]+", b3="[^"]+"$/)]);
   });
 });

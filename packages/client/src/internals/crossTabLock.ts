@@ -30,3 +30,8 @@ export function withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
   });
   return run;
 }
+
+/** The lock of one stored key: held by a call while in flight and by `resume` while it re-sends the key. */
+export function keyLockName(namespace: string, key: string): string {
+  return `trpc-idempotency:${namespace}:${key}`;
+}

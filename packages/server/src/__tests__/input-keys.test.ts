@@ -95,6 +95,23 @@ describe.each(DIALECT_BACKENDS)('keys and fingerprints from the input on %s', (n
     expect(await keyRow(backend, orderId)).toMatchObject({ status: 'done' });
   });
 
+  it('does the same in lease mode: one execution for a storm of one order id, a 422 for another amount', async () => {
+    const app = ordersApp(backend, { mode: 'lease' });
+    const orderId = newOrder();
+    const gate = deferred();
+    app.control.gate = gate.promise;
+    const calls = Array.from({ length: 10 }, (_, i) =>
+      app.caller('lease-storm').orders.place({ orderId, amount: 4, requestedAt: `attempt ${i}` }),
+    );
+    await until(() => app.control.runs === 1);
+    gate.resolve();
+    const results = await Promise.all(calls);
+    expect(new Set(results.map((r) => JSON.stringify(r))).size).toBe(1);
+    expect(app.control.runs).toBe(1);
+    await expectReason(app.caller('lease-storm').orders.place({ orderId, amount: 5 }), 'payload_mismatch');
+    expect(await paymentsOf(backend, 'lease-storm')).toEqual([4]);
+  });
+
   it('replays when only a field outside the fingerprint changed, and is 422 when the rest differs', async () => {
     const app = ordersApp(backend);
     const orderId = newOrder();
