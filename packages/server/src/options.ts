@@ -5,7 +5,7 @@ import type { IdempotencyEvent } from './events.js';
 import { DEFAULT_ENCODE_LIMITS, type EncodeLimits } from './fingerprint/canonical-encode.js';
 import { defaultSerializer, type Serializer } from './serialize/serializer.js';
 import type { DialectName } from './store/dialects/dialect.js';
-import type { PgPoolLike } from './store/pg-pool-like.js';
+import type { PgPoolLike } from './store/dialects/postgres/pg-pool-like.js';
 import { parseTableName, type TableName } from './store/table-name.js';
 import type { OpenTelemetryApi } from './telemetry/otel-api.js';
 

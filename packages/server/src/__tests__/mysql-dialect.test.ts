@@ -51,12 +51,12 @@ function reportingVersion(dialect: Dialect, version: string): Dialect {
   };
 }
 
-describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)', (flavour) => {
+describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)', (variant) => {
   let m: MariaDbDatabase;
   const opened: Kysely<AppDB>[] = [];
   const instance = () => {
     const db =
-      flavour === 'mariadb'
+      variant === 'mariadb'
         ? (m.connect() as Kysely<AppDB>)
         : new Kysely<AppDB>({ dialect: reportingVersion(m.dialect(), '8.0.36') });
     opened.push(db);
@@ -218,7 +218,7 @@ describe.each(['mariadb', 'mysql8-sql'] as const)('MySQL dialect specifics (%s)'
     const base = new MysqlDialect({ pool });
     const sent: string[] = [];
     const db = new Kysely<AppDB>({
-      dialect: flavour === 'mariadb' ? base : reportingVersion(base, '8.0.36'),
+      dialect: variant === 'mariadb' ? base : reportingVersion(base, '8.0.36'),
       log: (e) => {
         sent.push(e.query.sql);
       },

@@ -6,7 +6,7 @@ import { createIdempotency, idempotencyErrorFormatter, type PgClientLike, type P
 import { type AppDB, type Backend, type Ctx, makeApp, openBackend } from './harness.js';
 
 /**
- * On node-postgres the claim is prepared once per connection (see store/prepared-statements.ts). What must hold
+ * On node-postgres the claim is prepared once per connection (see store/dialects/postgres/postgres-prepared-statements.ts). What must hold
  * whatever happens to that statement: every call runs its handler once, and a connection that lost it (DISCARD ALL,
  * DEALLOCATE, a pooler) or holds something else under its name costs a retry, never a wrong or lost answer.
  */
@@ -129,7 +129,7 @@ describe.each(['pg-fast', 'pg-general'] as const)('%s: prepared claim', (name) =
 
   // Found by the second outside review of the prepared claim (issue 15): nothing checked that the completion updated
   // the claimed row, so a lying claim let one key commit three times on the fast path. The completion is guarded now
-  // (Statements.complete). On the general path the joined claim's check already answered 409.
+  // (PostgresStatements.complete). On the general path the joined claim's check already answered 409.
   it('a claim that lies (another statement prepared under its name after ours) never commits twice', async () => {
     const claim = await claimName();
     const { raw, db, pool } = onePool();

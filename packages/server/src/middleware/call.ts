@@ -4,8 +4,7 @@ import type { ReplayCache } from '../cache/replay-cache.js';
 import type { Emit } from '../events.js';
 import type { LeaseRenewer } from '../modes/lease-renewer.js';
 import type { ResolvedOptions } from '../options.js';
-import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
-import type { StepStatements } from '../store/step-statements.js';
+import type { Statements, StepStatements, Store } from '../store/dialects/dialect.js';
 import type { CallTrace } from '../telemetry/call-trace.js';
 import type { ScopeStorage } from './call-text.js';
 
@@ -79,8 +78,8 @@ export type NextFn = (opts: { ctx: { idempotency: IdempotencyContext<any> } }) =
 export interface Runtime {
   options: ResolvedOptions<any>;
   db: Kysely<any>;
-  store: KeyStore;
-  sql: StatementSet;
+  store: Store;
+  sql: Statements;
   /** Lease mode's durable steps. */
   stepSql: StepStatements;
   /** The dialect's name and longest scope: a scope its table cannot hold is refused with a 400 before the claim. */

@@ -13,8 +13,8 @@ import {
   replayOutcome,
   UnstorableResultError,
 } from '../serialize/stored-response.js';
+import type { Session } from '../store/dialects/dialect.js';
 import { createHandlerDb } from '../store/handler-db.js';
-import type { Session } from '../store/session.js';
 import { isCancelled, isLockTimeout, isStoreUnavailable, isUndefinedTable } from '../store/store-errors.js';
 import type { CallTrace } from '../telemetry/call-trace.js';
 import type { Call, IdempotencyContext, MiddlewareResultLike, NextFn, Runtime } from './call.js';

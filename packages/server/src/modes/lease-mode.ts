@@ -13,9 +13,7 @@ import {
   responseToStore,
 } from '../middleware/outcomes.js';
 import { oversizedBytes } from '../middleware/response-limit.js';
-import type { KeyStore, StatementSet } from '../store/dialects/dialect.js';
-import type { Row, Session, Statement } from '../store/session.js';
-import type { StepOwner } from '../store/step-statements.js';
+import type { LeaseOwner, Row, Session, Statement, Statements, Store } from '../store/dialects/dialect.js';
 import { traced } from '../telemetry/call-trace.js';
 import { SPAN } from '../telemetry/names.js';
 import { LeaseRenewer } from './lease-renewer.js';
@@ -277,7 +275,7 @@ async function fencedOff(
   rt: Runtime,
   call: Call,
   session: Session,
-  owner: StepOwner,
+  owner: LeaseOwner,
   steps: LeaseSteps,
 ): Promise<never> {
   await session.rollback([release(rt, owner, steps)]).catch(() => {});
@@ -291,7 +289,7 @@ async function fencedOff(
 async function lostInStep(
   rt: Runtime,
   call: Call,
-  owner: StepOwner,
+  owner: LeaseOwner,
   steps: LeaseSteps,
   result: MiddlewareResultLike,
 ): Promise<MiddlewareResultLike> {
@@ -305,7 +303,7 @@ async function lostInStep(
  * Frees the owner's claim: deletes the row, or, once steps were recorded on it, ends its lease instead (the steps
  * stay for the retry that takes the key over; a deleted row would make it run them again).
  */
-function release(rt: Runtime, owner: StepOwner, steps: LeaseSteps | undefined): Statement {
+function release(rt: Runtime, owner: LeaseOwner, steps: LeaseSteps | undefined): Statement {
   return steps?.recorded ? rt.stepSql.lapse(owner) : rt.sql.releaseLease(owner);
 }
 
@@ -313,7 +311,7 @@ function release(rt: Runtime, owner: StepOwner, steps: LeaseSteps | undefined): 
  * Rolls the handler's writes back and frees the claim. False when its connection was lost and another call took the
  * key over meanwhile: the handler's failure is then not the key's outcome, the new owner's is.
  */
-async function rollbackAndFree(rt: Runtime, session: Session, owner: StepOwner, steps: LeaseSteps): Promise<boolean> {
+async function rollbackAndFree(rt: Runtime, session: Session, owner: LeaseOwner, steps: LeaseSteps): Promise<boolean> {
   try {
     await session.rollback([release(rt, owner, steps)]);
     return true;
@@ -323,7 +321,7 @@ async function rollbackAndFree(rt: Runtime, session: Session, owner: StepOwner, 
 }
 
 /** Frees the claim if `owner` still holds it; false when another call took it over (unreachable: true). */
-async function freed(rt: Runtime, owner: StepOwner, steps?: LeaseSteps): Promise<boolean> {
+async function freed(rt: Runtime, owner: LeaseOwner, steps?: LeaseSteps): Promise<boolean> {
   try {
     // Our claim deleted, the row is gone (or, with recorded steps, still carries our token); else it is another call's.
     const rows = await rt.store.autocommit([release(rt, owner, steps), rt.sql.select(owner)]);
@@ -335,7 +333,7 @@ async function freed(rt: Runtime, owner: StepOwner, steps?: LeaseSteps): Promise
 }
 
 /** Renews the leases of one middleware instance, through the store's renewal connection. */
-export function createLeaseRenewer(store: KeyStore, sql: StatementSet, leaseMs: number): LeaseRenewer {
+export function createLeaseRenewer(store: Store, sql: Statements, leaseMs: number): LeaseRenewer {
   return new LeaseRenewer(
     leaseMs,
     async (owners) => (await store.renew(sql.renewLeases(owners, leaseMs))).map((row) => String(row.token)),

@@ -3,9 +3,8 @@ import type { Call, Runtime } from '../middleware/call.js';
 import { downstreamKey } from '../middleware/downstream-key.js';
 import { oversizedBytes } from '../middleware/response-limit.js';
 import { decodeStoredResponse, encodeStoredResponse, replayOutcome } from '../serialize/stored-response.js';
+import type { LeaseOwner, Session } from '../store/dialects/dialect.js';
 import { createHandlerDb } from '../store/handler-db.js';
-import type { Session } from '../store/session.js';
-import type { StepOwner } from '../store/step-statements.js';
 import type { HeldLease } from './lease-renewer.js';
 
 /** Bumped if the recorded form ever changes, so a takeover never misreads an older version's steps. */
@@ -54,7 +53,7 @@ export class StepMismatchError extends Error {
 export class LeaseSteps {
   readonly #rt: Runtime;
   readonly #call: Call;
-  readonly #owner: StepOwner;
+  readonly #owner: LeaseOwner;
   readonly #held: HeldLease | undefined;
   readonly #takeover: boolean;
   #session: Session | undefined;
@@ -64,7 +63,7 @@ export class LeaseSteps {
   #next = 0;
   #running = false;
 
-  constructor(rt: Runtime, call: Call, owner: StepOwner, session: Session, takeover: boolean, held?: HeldLease) {
+  constructor(rt: Runtime, call: Call, owner: LeaseOwner, session: Session, takeover: boolean, held?: HeldLease) {
     this.#rt = rt;
     this.#call = call;
     this.#owner = owner;

@@ -15,14 +15,14 @@ import {
   responseToStore,
 } from '../middleware/outcomes.js';
 import { oversizedBytes } from '../middleware/response-limit.js';
-import { isExecute, preparedStatementMismatch } from '../store/prepared-statements.js';
-import type { Row, Session, Statement } from '../store/session.js';
-import { committedBefore } from '../store/snapshot.js';
+import type { Row, Session, Statement } from '../store/dialects/dialect.js';
+import { isExecute, preparedStatementMismatch } from '../store/dialects/postgres/postgres-prepared-statements.js';
+import { committedBefore } from '../store/dialects/postgres/postgres-snapshot.js';
 import { traced } from '../telemetry/call-trace.js';
 import { SPAN } from '../telemetry/names.js';
 import { endedTransactionFailure } from './ended-transaction.js';
 
-/** SQLSTATE of a division by zero: the only division in a completion is its guard (see Statements.complete). */
+/** SQLSTATE of a division by zero: the only division in a completion is its guard (see PostgresStatements.complete). */
 const CLAIM_LOST = '22012';
 /** SQLSTATE of an `EXECUTE` of a statement the connection lacks: at the completion, the handler deallocated it. */
 const LOST_STATEMENT = '26000';
@@ -88,7 +88,7 @@ async function claimKey(
   const claim = takeOver ? sql.takeOverTransaction(values, waitMs) : sql.claimTransaction(values, waitMs);
   // The row's expiry counts from the claim by the database's clock: on ours, no earlier than from now.
   const sentAt = performance.now();
-  // A prepared claim that ran proves its connection has the prepared completion (see Statements.complete).
+  // A prepared claim that ran proves its connection has the prepared completion (see PostgresStatements.complete).
   const prepared = claim.some((statement) => typeof statement === 'string' && isExecute(statement));
   const joined = store.beginClaim?.([...claim, sql.savepoint()], call);
   if (joined) {

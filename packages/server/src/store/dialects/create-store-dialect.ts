@@ -1,9 +1,9 @@
 import type { Kysely } from 'kysely';
-import type { PgPoolLike } from '../pg-pool-like.js';
 import type { TableName } from '../table-name.js';
 import { detectDialect } from './detect-dialect.js';
 import type { DialectName, StoreDialect } from './dialect.js';
 import { createMysqlDialect } from './mysql/mysql-dialect.js';
+import type { PgPoolLike } from './postgres/pg-pool-like.js';
 import { createPostgresDialect } from './postgres/postgres-dialect.js';
 import { createSqliteDialect } from './sqlite/sqlite-dialect.js';
 

@@ -1,6 +1,9 @@
-import type { Row, Session, Statement } from '../session.js';
-import type { RowKey, Statements } from '../statements.js';
-import type { StepStatements } from '../step-statements.js';
+import type { QueryExecutor, QueryResult } from 'kysely';
+
+/*
+ * The contract every dialect implements (see README.md beside this file): a `StoreDialect` bundles a `Store` (where
+ * transactions come from), its `Statements` and `StepStatements` (what runs in them), and the table's DDL and purge. The modes see only these types, never a dialect's files.
+ */
 
 /** The SQL dialects the store speaks. */
 export type DialectName = 'postgres' | 'mysql' | 'sqlite';
@@ -13,18 +16,76 @@ export type DialectName = 'postgres' | 'mysql' | 'sqlite';
  */
 export const MAX_SCOPE_BYTES = 2048;
 
+/** One result row of our own statements. */
+export type Row = Record<string, unknown>;
+
+/** What a step may do on the connection it runs on: one statement at a time, with bound parameters. */
+export interface StepConnection {
+  query(sql: string, parameters?: readonly unknown[]): Promise<QueryResult<Row>>;
+  /**
+   * Runs `step` on this connection once our transaction (or autocommit list) on it has ended, before the connection
+   * goes back to the pool, whichever way it ended: for what outlives a transaction in the session (MySQL's named
+   * locks), which the next borrower of a pooled connection must never inherit.
+   */
+  onRelease(step: Step): void;
+}
+
 /**
- * The statements the modes send, one set per dialect. Postgres builds SQL text (the fast path joins several into
- * one round trip); MySQL and SQLite build steps that run on a held connection. The modes only hand them on.
+ * One statement of the MySQL or SQLite store as the modes hand it on: a small program on a held connection, so a
+ * claim can decide ownership from affected rows or a caught duplicate-key error where Postgres reads RETURNING.
+ * `lockWaitMs` is the claim's bound on waiting for another holder of the key (SQLite applies it to the
+ * BEGIN IMMEDIATE that takes the write lock). Helpers that build steps: store/connection/step.ts.
  */
-export type StatementSet = {
-  [K in keyof Statements]: (
-    ...args: Parameters<Statements[K]>
-  ) => ReturnType<Statements[K]> extends readonly string[] ? Statement[] : Statement;
-};
+export interface Step {
+  (connection: StepConnection): Promise<Row[]>;
+  lockWaitMs?: number;
+}
+
+/** One of our statements: SQL text (Postgres), or a step on a held connection (MySQL, SQLite). */
+export type Statement = string | Step;
+
+/** What identifies one call's row. */
+export interface RowKey {
+  scope: string;
+  key: string;
+}
+
+/** A call's claim: its row key plus what the row records about it. */
+export interface ClaimValues extends RowKey {
+  fingerprint: string;
+  path: string;
+  ttlMs: number;
+}
+
+/** A lease-mode claim: the call's claim, its fencing token and how long the lease lasts. */
+export type LeaseClaim = ClaimValues & { token: string; leaseMs: number };
+
+/** A lease owner: the row it claimed and the fencing token that proves it. */
+export type LeaseOwner = RowKey & { token: string };
+
+/**
+ * One transaction on one connection, driven by the modes (Postgres: READ COMMITTED). The pg fast path sends each
+ * call as a single multi-statement round trip; the other paths run the statements one by one.
+ */
+export interface Session {
+  /** Runs statements inside the transaction; returns each statement's rows. */
+  run(statements: readonly Statement[]): Promise<Row[][]>;
+  /**
+   * Runs statements then COMMIT; throws when the commit turned into a rollback. Its result is not to be read: on
+   * the Postgres general path the statements share COMMIT's round trip, which reports none of their rows (see
+   * JoinedSession).
+   */
+  commit(statements: readonly Statement[]): Promise<unknown>;
+  /** Runs statements inside the transaction, then ROLLBACK; returns their rows and gives the connection back. */
+  finish(statements: readonly Statement[]): Promise<Row[][]>;
+  /** ROLLBACK, then `after` in autocommit; gives the connection back. Returns the rows of `after`. */
+  rollback(after?: readonly Statement[]): Promise<Row[][]>;
+  /** The executor the handler's `ctx.idempotency.db` runs on: this transaction's connection, closed with it. */
+  readonly executor: QueryExecutor;
+}
 
 /** Where the modes get transactions and autocommit statements from, on every dialect. */
-export interface KeyStore {
+export interface Store {
   /** True when a statement list costs one round trip (the pg fast path). */
   readonly pipelined: boolean;
   /** True when this process reaches the database through one connection: duplicates queue in JavaScript. */
@@ -64,11 +125,63 @@ export interface KeyStore {
   renewalsIdle(): void;
 }
 
-/** One dialect's store, statements, DDL and purge, chosen once per `createIdempotency`. */
+/**
+ * The statements the modes send, one set per dialect. Postgres builds SQL text (the fast path joins several into
+ * one round trip); MySQL and SQLite build steps that run on a held connection. The modes only hand them on. What
+ * each must do is said on PostgresStatements' methods, the reference the other dialects follow.
+ */
+export interface Statements {
+  /** Transaction-mode claim; the last statement returns `expires_ms` only when this call now owns the key. */
+  claimTransaction(v: ClaimValues, lockTimeoutMs?: number): Statement[];
+  /** Transaction mode, after an expired row was found: takes it over, `expires_ms` when this call owns the key. */
+  takeOverTransaction(v: ClaimValues, lockTimeoutMs?: number): Statement[];
+  /** Lease-mode claim (autocommit): the row in_progress with a lease and fencing token; `expires_ms` when owned. */
+  claimLease(v: LeaseClaim): Statement;
+  /** Lease mode: takes over an expired row, or a dead holder's claim of the same payload; `expires_ms` when owned. */
+  takeOverLease(v: LeaseClaim): Statement;
+  /** Lease mode, first in the holder's transaction: the last statement's rows are empty when the key was lost. */
+  holdLease(r: LeaseOwner): Statement[];
+  /** Reads the row as it is now. */
+  select(r: RowKey): Statement;
+  /** The handler's savepoint, and its release and rollback. */
+  savepoint(): Statement;
+  releaseSavepoint(): Statement;
+  rollbackToSavepoint(): Statement;
+  /**
+   * Transaction mode: stores the result on this transaction's claim, and fails unless it did. `prepared`: this transaction's claim ran prepared (Postgres; ignored elsewhere).
+   */
+  complete(r: RowKey, response: string, ttlMs: number, prepared?: boolean): Statement;
+  /** Lease mode: stores the result only while `r.token` still owns the row, else fails. */
+  completeFenced(r: LeaseOwner, response: string, ttlMs: number): Statement;
+  /** Lease mode, autocommit: extends the listed owners' leases; returns the token of each one renewed. */
+  renewLeases(owners: readonly (LeaseOwner & { locked: boolean })[], leaseMs: number): Statement;
+  /** Lease mode, autocommit: frees the key after a failure, if this owner still holds it. */
+  releaseLease(r: LeaseOwner): Statement;
+  /** Lease mode, autocommit: stores a deterministic error after the handler's transaction was rolled back. */
+  storeErrorFenced(r: LeaseOwner, response: string, ttlMs: number): Statement;
+}
+
+/**
+ * The statements of lease mode's durable steps (modes/steps.ts), one set per dialect. Each is fenced by the owner's
+ * token, so an owner that was taken over can neither read nor record the new owner's steps.
+ */
+export interface StepStatements {
+  /** Reads the `steps` column of the owner's row: one row (its `steps` text or NULL), none when it lost the key. */
+  select(owner: LeaseOwner): Statement;
+  /** Stores `steps` on the owner's row; returns one row when it did, none when a takeover replaced the token. */
+  record(owner: LeaseOwner, steps: string): Statement;
+  /**
+   * Frees a claim that recorded steps without deleting them: its lease ends now, so a retry takes the key over at
+   * once (it may, once the holder's transaction and lock are gone) and replays the recorded steps.
+   */
+  lapse(owner: LeaseOwner): Statement;
+}
+
+/** One dialect's store, statements, errors, DDL and purge, chosen once per `createIdempotency`. */
 export interface StoreDialect {
   readonly name: DialectName;
-  readonly store: KeyStore;
-  readonly sql: StatementSet;
+  readonly store: Store;
+  readonly sql: Statements;
   /** Lease mode's durable steps (modes/steps.ts). */
   readonly steps: StepStatements;
   /** Creates the table and its expiry index if missing; safe when several instances run it at once. */

@@ -12,9 +12,9 @@ import { isDeadlock, MysqlStore } from './mysql-store.js';
  */
 const PURGE_DEADLOCK_TRIES = 10;
 
-/** MySQL 8 / MariaDB. `flavour` skips the server detection (the tests run the MySQL 8 SQL on MariaDB with it). */
-export function createMysqlDialect(db: Kysely<any>, table: TableName, flavour?: 'mysql' | 'mariadb'): StoreDialect {
-  const store = new MysqlStore(db, flavour);
+/** MySQL 8 / MariaDB. `variant` skips the server detection (the tests run the MySQL 8 SQL on MariaDB with it). */
+export function createMysqlDialect(db: Kysely<any>, table: TableName, variant?: 'mysql' | 'mariadb'): StoreDialect {
+  const store = new MysqlStore(db, variant);
   return {
     name: 'mysql',
     store,

@@ -1,4 +1,4 @@
-import { int } from '../../sql-literal.js';
+import { int } from '../../sql-int.js';
 
 const encoder = new TextEncoder();
 

@@ -1,4 +1,4 @@
-import { int } from '../../sql-literal.js';
+import { int } from '../../sql-int.js';
 import type { TableName } from '../../table-name.js';
 import { MAX_SCOPE_BYTES } from '../dialect.js';
 import { NOW_MS } from './mysql-statements.js';

@@ -1,10 +1,18 @@
-import type { Row } from '../../session.js';
-import { int } from '../../sql-literal.js';
-import type { ClaimValues, RowKey } from '../../statements.js';
+import { savepointSteps } from '../../connection/savepoint-steps.js';
+import { completing, fenced, plain } from '../../connection/step.js';
+import { int } from '../../sql-int.js';
 import type { TableName } from '../../table-name.js';
-import { MAX_SCOPE_BYTES, type StatementSet } from '../dialect.js';
-import { savepointSteps } from '../savepoint-steps.js';
-import { completing, fenced, plain, type Step, type StepConnection } from '../step.js';
+import {
+  type ClaimValues,
+  type LeaseClaim,
+  type LeaseOwner,
+  MAX_SCOPE_BYTES,
+  type Row,
+  type RowKey,
+  type Statements,
+  type Step,
+  type StepConnection,
+} from '../dialect.js';
 import { hexBytes, hexText, lockWaitSeconds } from './mysql-literal.js';
 
 /**
@@ -63,7 +71,7 @@ export function isDuplicateKey(error: unknown): boolean {
  * key's row is another transaction's uncommitted claim, until that one commits or rolls back. Values travel as hex
  * literals (see mysql-literal.ts); time is epoch milliseconds by the database clock.
  */
-export class MysqlStatements implements StatementSet {
+export class MysqlStatements implements Statements {
   readonly #t: string;
   /** The table as the lease lock's name says it: named locks are server-wide, so the database is part of it. */
   readonly #lockTable: string;
@@ -104,7 +112,7 @@ WHERE ${this.#where('k', v)} AND ${expiredAndFree('k')}`;
    * connections before its handler runs; the handler's transaction need not check it again (holdLease). Freed when
    * the connection is given back (also after a duplicate-key loss).
    */
-  claimLease(v: ClaimValues & { token: string; leaseMs: number }): Step {
+  claimLease(v: LeaseClaim): Step {
     const lock = this.leaseLockName(v);
     const insert = `INSERT INTO ${this.#t} (scope, \`key\`, fingerprint, path, status, token, locked_until, created_at, expires_at)
 SELECT ${hexText(v.scope, MAX_SCOPE_BYTES)}, ${hexText(v.key)}, ${hexText(v.fingerprint)}, ${hexText(v.path)}, 'in_progress',
@@ -132,7 +140,7 @@ FROM DUAL WHERE GET_LOCK(${lock}, 0) = 1`;
    * the lock until its UPDATE has committed (it runs in autocommit), so a holder that was only now getting the lock
    * waits for the commit and then reads that it lost the key; the lock is released before the connection goes back.
    */
-  takeOverLease(v: ClaimValues & { token: string; leaseMs: number }): Step {
+  takeOverLease(v: LeaseClaim): Step {
     const fp = hexText(v.fingerprint);
     const path = hexText(v.path);
     const lock = this.leaseLockName(v);
@@ -183,7 +191,7 @@ WHERE ${this.#where('k', r)} AND k.status = 'in_progress' AND k.token IS NULL${t
   }
 
   /** Changes no row when a takeover replaced the token: the step then throws and the commit never happens. */
-  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number): Step {
+  completeFenced(r: LeaseOwner, response: string, ttlMs: number): Step {
     return fenced(`UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)} WHERE ${this.#owner('k', r, false)}`);
   }
 
@@ -231,7 +239,7 @@ WHERE ${this.#owner('k', o, !o.locked)}${o.locked ? ` AND ${lockHeld}` : ''}`,
    * ran out meanwhile could be replaced, and its completion is fenced off anyway). Both steps then send nothing:
    * two round trips fewer per first execution.
    */
-  holdLease(r: RowKey & { token: string }): Step[] {
+  holdLease(r: LeaseOwner): Step[] {
     const lock = this.leaseLockName(r);
     let locked = false;
     let claimed = false;
@@ -261,11 +269,11 @@ FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`,
     ];
   }
 
-  releaseLease(r: RowKey & { token: string }): Step {
+  releaseLease(r: LeaseOwner): Step {
     return plain(`DELETE FROM ${this.#t} WHERE ${this.#owner(this.#t, r, false)}`);
   }
 
-  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number): Step {
+  storeErrorFenced(r: LeaseOwner, response: string, ttlMs: number): Step {
     const update = `UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)} WHERE ${this.#owner('k', r, false)}`;
     return async (c) => (Number((await c.query(update)).numAffectedRows ?? 0) > 0 ? [{ stored: 1 }] : []);
   }
@@ -301,7 +309,7 @@ FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`,
   }
 
   /** The row is still `token`'s claim (and, with `liveLease`, its lease has not lapsed). */
-  #owner(a: string, r: RowKey & { token: string }, liveLease: boolean): string {
+  #owner(a: string, r: LeaseOwner, liveLease: boolean): string {
     return `${this.#where(a, r)} AND ${a}.token = ${hexText(r.token)} AND ${a}.status = 'in_progress'${
       liveLease ? ` AND ${a}.locked_until > ${NOW_MS}` : ''
     }`;

@@ -1,11 +1,10 @@
-import type { StepOwner, StepStatements } from '../../step-statements.js';
+import { plain } from '../../connection/step.js';
 import type { TableName } from '../../table-name.js';
-import { MAX_SCOPE_BYTES } from '../dialect.js';
-import { plain, type Step, type StepConnection } from '../step.js';
+import { type LeaseOwner, MAX_SCOPE_BYTES, type Step, type StepConnection, type StepStatements } from '../dialect.js';
 import { hexBytes, hexText } from './mysql-literal.js';
 import { NOW_MS } from './mysql-statements.js';
 
-/** Lease mode's durable steps on MySQL / MariaDB (see step-statements.ts); values travel as hex literals. */
+/** Lease mode's durable steps on MySQL / MariaDB (see StepStatements in ../dialect.ts); values travel as hex literals. */
 export class MysqlStepStatements implements StepStatements {
   readonly #t: string;
 
@@ -13,22 +12,22 @@ export class MysqlStepStatements implements StepStatements {
     this.#t = quoted(table);
   }
 
-  select(owner: StepOwner): Step {
+  select(owner: LeaseOwner): Step {
     return plain(`SELECT k.steps FROM ${this.#t} AS k WHERE ${owns(owner)}`);
   }
 
   /** No RETURNING: the affected rows tell (the text grows with each step, so the row always changes). */
-  record(owner: StepOwner, steps: string): Step {
+  record(owner: LeaseOwner, steps: string): Step {
     const update = `UPDATE ${this.#t} AS k SET k.steps = ${hexBytes(steps)} WHERE ${owns(owner)}`;
     return async (c) => (Number((await c.query(update)).numAffectedRows ?? 0) > 0 ? [{ recorded: 1 }] : []);
   }
 
-  lapse(owner: StepOwner): Step {
+  lapse(owner: LeaseOwner): Step {
     return plain(`UPDATE ${this.#t} AS k SET k.locked_until = ${NOW_MS} WHERE ${owns(owner)}`);
   }
 }
 
-function owns(o: StepOwner): string {
+function owns(o: LeaseOwner): string {
   return `k.scope = ${hexText(o.scope, MAX_SCOPE_BYTES)} AND k.\`key\` = ${hexText(o.key)} AND k.token = ${hexText(o.token)}
   AND k.status = 'in_progress'`;
 }

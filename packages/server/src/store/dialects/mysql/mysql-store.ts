@@ -1,8 +1,8 @@
 import type { Kysely } from 'kysely';
-import type { Row, Session, Statement } from '../../session.js';
-import { ConnectionSession, runSteps } from '../connection-session.js';
-import { ConnectionStore } from '../connection-store.js';
-import { type HeldConnection, holdConnection } from '../held-connection.js';
+import { ConnectionSession, runSteps } from '../../connection/connection-session.js';
+import { ConnectionStore } from '../../connection/connection-store.js';
+import { type HeldConnection, holdConnection } from '../../connection/held-connection.js';
+import type { Row, Session, Statement } from '../dialect.js';
 import type { MysqlServer } from './mysql-statements.js';
 
 /** MySQL's ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back. */
@@ -64,16 +64,16 @@ export class MysqlStore extends ConnectionStore {
    */
   maxResultBytes: number | undefined;
   #db: Kysely<any>;
-  #flavour: 'mysql' | 'mariadb' | undefined;
+  #variant: 'mysql' | 'mariadb' | undefined;
   #detecting: Promise<void> | undefined;
   #detected = false;
 
-  /** `flavour` skips the version detection (tests run the MySQL 8 path on MariaDB with it). */
-  constructor(db: Kysely<any>, flavour?: 'mysql' | 'mariadb') {
+  /** `variant` skips the version detection (tests run the MySQL 8 path on MariaDB with it). */
+  constructor(db: Kysely<any>, variant?: 'mysql' | 'mariadb') {
     super();
     this.#db = db;
-    this.#flavour = flavour;
-    if (flavour) this.server.mariadb = flavour === 'mariadb';
+    this.#variant = variant;
+    if (variant) this.server.mariadb = variant === 'mariadb';
   }
 
   /** Learns once whether the server is MariaDB and its `max_allowed_packet`; a failure is retried by the next call. */
@@ -88,7 +88,7 @@ export class MysqlStore extends ConnectionStore {
   async #detect(): Promise<void> {
     const held = await this.hold();
     try {
-      if (!this.#flavour) {
+      if (!this.#variant) {
         const { rows } = await held.query('SELECT VERSION() AS v');
         this.server.mariadb = /mariadb/i.test(String(rows[0]?.v ?? ''));
       }

@@ -1,4 +1,4 @@
-import { int } from '../../sql-literal.js';
+import { int } from '../../sql-int.js';
 import type { TableName } from '../../table-name.js';
 import { NOW_MS, sqliteTable } from './sqlite-statements.js';
 

@@ -1,9 +1,8 @@
-import { int } from '../../sql-literal.js';
-import type { ClaimValues, RowKey } from '../../statements.js';
+import { savepointSteps } from '../../connection/savepoint-steps.js';
+import { completing, fenced, plain } from '../../connection/step.js';
+import { int } from '../../sql-int.js';
 import type { TableName } from '../../table-name.js';
-import type { StatementSet } from '../dialect.js';
-import { savepointSteps } from '../savepoint-steps.js';
-import { completing, fenced, plain, type Step } from '../step.js';
+import type { ClaimValues, LeaseClaim, LeaseOwner, RowKey, Statements, Step } from '../dialect.js';
 
 /** The database clock in epoch milliseconds (julianday works on every SQLite; 'now' is constant per statement). */
 export const NOW_MS = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
@@ -32,7 +31,7 @@ export function sqliteTable(table: TableName): string {
  * key, and `INSERT … ON CONFLICT DO NOTHING RETURNING` decides ownership alone. Values are bound parameters;
  * TEXT compares with the BINARY collation (byte-exact); time is epoch milliseconds.
  */
-export class SqliteStatements implements StatementSet {
+export class SqliteStatements implements Statements {
   readonly #t: string;
 
   constructor(table: TableName) {
@@ -68,7 +67,7 @@ WHERE k.scope = ? AND k.key = ? AND ${expiredAndFree('k')} RETURNING expires_at 
   }
 
   /** `deadline` (the call's, performance.now() ms) bounds the wait for the write lock: `wait`, not more. */
-  claimLease(v: ClaimValues & { token: string; leaseMs: number; deadline?: number }): Step {
+  claimLease(v: LeaseClaim & { deadline?: number }): Step {
     return untilDeadline(
       plain(
         `INSERT INTO ${this.#t} (scope, key, fingerprint, path, status, token, locked_until, created_at, expires_at)
@@ -80,7 +79,7 @@ ON CONFLICT (scope, key) DO NOTHING RETURNING expires_at AS expires_ms`,
     );
   }
 
-  takeOverLease(v: ClaimValues & { token: string; leaseMs: number; deadline?: number }): Step {
+  takeOverLease(v: LeaseClaim & { deadline?: number }): Step {
     return untilDeadline(
       plain(
         `UPDATE ${this.#t} AS k SET fingerprint = ?, path = ?, status = 'in_progress', token = ?,
@@ -124,7 +123,7 @@ FROM ${this.#t} AS t WHERE t.scope = ? AND t.key = ?`,
   }
 
   /** Changes no row when a takeover replaced the token: the step then throws. */
-  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number): Step {
+  completeFenced(r: LeaseOwner, response: string, ttlMs: number): Step {
     return fenced(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE ${owns(false)}`, [response, ...ownerValues(r)]);
   }
 
@@ -134,7 +133,7 @@ FROM ${this.#t} AS t WHERE t.scope = ? AND t.key = ?`,
    * replaces the token), its holder just could not renew sooner (the write lock was busy). Only a missing token tells
    * a holder it lost its claim: a late renewal must never make a live holder give up a key whose handler ran.
    */
-  renewLeases(owners: readonly (RowKey & { token: string })[], leaseMs: number): Step {
+  renewLeases(owners: readonly LeaseOwner[], leaseMs: number): Step {
     const values = owners.map(() => '(?, ?, ?)').join(', ');
     return plain(
       `UPDATE ${this.#t} SET locked_until = ${NOW_MS} + ${int(leaseMs)}
@@ -148,15 +147,15 @@ RETURNING token`,
    * First in the holder's handler transaction: whether `token` still owns the row. The holder's BEGIN IMMEDIATE holds
    * the file's write lock, so no takeover can happen while it runs; the first step stands where Postgres takes its lock.
    */
-  holdLease(r: RowKey & { token: string }): Step[] {
+  holdLease(r: LeaseOwner): Step[] {
     return [async () => [], plain(`SELECT 1 AS owned FROM ${this.#t} WHERE ${owns(false)}`, ownerValues(r))];
   }
 
-  releaseLease(r: RowKey & { token: string }): Step {
+  releaseLease(r: LeaseOwner): Step {
     return plain(`DELETE FROM ${this.#t} WHERE ${owns(false)}`, ownerValues(r));
   }
 
-  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number): Step {
+  storeErrorFenced(r: LeaseOwner, response: string, ttlMs: number): Step {
     return plain(`UPDATE ${this.#t} SET ${stored(ttlMs)} WHERE ${owns(false)} RETURNING 1 AS stored`, [
       response,
       ...ownerValues(r),
@@ -178,7 +177,7 @@ function owns(liveLease: boolean): string {
   return `scope = ? AND key = ? AND token = ? AND status = 'in_progress'${liveLease ? ` AND locked_until > ${NOW_MS}` : ''}`;
 }
 
-function ownerValues(r: RowKey & { token: string }): unknown[] {
+function ownerValues(r: LeaseOwner): unknown[] {
   return [text(r.scope), text(r.key), r.token];
 }
 

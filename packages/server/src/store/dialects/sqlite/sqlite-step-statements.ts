@@ -1,10 +1,10 @@
-import type { StepOwner, StepStatements } from '../../step-statements.js';
+import { plain } from '../../connection/step.js';
 import type { TableName } from '../../table-name.js';
-import { plain, type Step } from '../step.js';
+import type { LeaseOwner, Step, StepStatements } from '../dialect.js';
 import { NOW_MS, sqliteTable } from './sqlite-statements.js';
 import type { SqliteStore } from './sqlite-store.js';
 
-/** Lease mode's durable steps on SQLite (see step-statements.ts); values are bound parameters. */
+/** Lease mode's durable steps on SQLite (see StepStatements in ../dialect.ts); values are bound parameters. */
 export class SqliteStepStatements implements StepStatements {
   readonly #t: string;
 
@@ -12,22 +12,22 @@ export class SqliteStepStatements implements StepStatements {
     this.#t = sqliteTable(table);
   }
 
-  select(owner: StepOwner): Step {
+  select(owner: LeaseOwner): Step {
     return plain(`SELECT steps FROM ${this.#t} WHERE ${OWNS}`, values(owner));
   }
 
-  record(owner: StepOwner, steps: string): Step {
+  record(owner: LeaseOwner, steps: string): Step {
     return plain(`UPDATE ${this.#t} SET steps = ? WHERE ${OWNS} RETURNING 1 AS recorded`, [steps, ...values(owner)]);
   }
 
-  lapse(owner: StepOwner): Step {
+  lapse(owner: LeaseOwner): Step {
     return plain(`UPDATE ${this.#t} SET locked_until = ${NOW_MS} WHERE ${OWNS}`, values(owner));
   }
 }
 
 const OWNS = `scope = ? AND key = ? AND token = ? AND status = 'in_progress'`;
 
-function values(o: StepOwner): unknown[] {
+function values(o: LeaseOwner): unknown[] {
   return [o.scope, o.key, o.token];
 }
 

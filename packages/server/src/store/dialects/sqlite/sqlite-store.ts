@@ -1,9 +1,10 @@
 import type { Kysely } from 'kysely';
 import { AsyncMutex } from '../../async-mutex.js';
-import { type Row, runThen, type Session, type Statement } from '../../session.js';
-import { ConnectionSession } from '../connection-session.js';
-import { ConnectionStore } from '../connection-store.js';
-import { type HeldConnection, holdConnection } from '../held-connection.js';
+import { ConnectionSession } from '../../connection/connection-session.js';
+import { ConnectionStore } from '../../connection/connection-store.js';
+import { type HeldConnection, holdConnection } from '../../connection/held-connection.js';
+import { runThen } from '../../session.js';
+import type { Row, Session, Statement } from '../dialect.js';
 
 /** First and largest pause between two tries for the write lock another process holds. */
 const BUSY_FIRST_MS = 2;

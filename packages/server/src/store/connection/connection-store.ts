@@ -1,5 +1,4 @@
-import type { Row, Session, Statement } from '../session.js';
-import type { KeyStore } from './dialect.js';
+import type { Row, Session, Statement, Store } from '../dialects/dialect.js';
 
 /**
  * What the MySQL and SQLite stores share: each statement list runs on a connection held from the app's own Kysely,
@@ -11,7 +10,7 @@ import type { KeyStore } from './dialect.js';
  * claim (see MysqlStatements.holdLease), on SQLite its transaction holds the write lock no other connection can
  * take a claim over without.
  */
-export abstract class ConnectionStore implements KeyStore {
+export abstract class ConnectionStore implements Store {
   readonly pipelined = false;
   readonly commitsThenBegins: boolean = false;
   readonly singleConnection = false;

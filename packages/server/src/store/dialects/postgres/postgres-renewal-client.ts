@@ -1,5 +1,5 @@
+import type { Row } from '../dialect.js';
 import type { PgPoolLike, PgStandaloneClientLike } from './pg-pool-like.js';
-import type { Row } from './session.js';
 
 /**
  * Lease renewals' own connection on the fast path: a `pg` Client made from the pool's Client class and options,

@@ -1,27 +1,4 @@
-import type { QueryResult } from 'kysely';
-import type { Row } from '../session.js';
-
-/** What a step may do on the connection it runs on: one statement at a time, with bound parameters. */
-export interface StepConnection {
-  query(sql: string, parameters?: readonly unknown[]): Promise<QueryResult<Row>>;
-  /**
-   * Runs `step` on this connection once our transaction (or autocommit list) on it has ended, before the connection
-   * goes back to the pool, whichever way it ended: for what outlives a transaction in the session (MySQL's named
-   * locks), which the next borrower of a pooled connection must never inherit.
-   */
-  onRelease(step: Step): void;
-}
-
-/**
- * One statement of the MySQL or SQLite store as the modes hand it on: a small program on a held connection, so a
- * claim can decide ownership from affected rows or a caught duplicate-key error where Postgres reads RETURNING.
- * `lockWaitMs` is the claim's bound on waiting for another holder of the key (SQLite applies it to the
- * BEGIN IMMEDIATE that takes the write lock).
- */
-export interface Step {
-  (connection: StepConnection): Promise<Row[]>;
-  lockWaitMs?: number;
-}
+import type { Step } from '../dialects/dialect.js';
 
 /** A step that runs one statement and returns its rows. */
 export function plain(sql: string, parameters: readonly unknown[] = []): Step {

@@ -1,5 +1,6 @@
-import { SAVEPOINT } from '../statements.js';
-import { plain, type Step } from './step.js';
+import type { Step } from '../dialects/dialect.js';
+import { SAVEPOINT } from '../dialects/postgres/postgres-statements.js';
+import { plain } from './step.js';
 
 /**
  * The handler's savepoint, in SQL that MySQL and SQLite share with Postgres. Releasing it costs nothing here: the

@@ -1,6 +1,5 @@
 import { CompiledQuery, type DatabaseConnection, type Kysely, type QueryResult } from 'kysely';
-import type { Row } from '../session.js';
-import type { Step, StepConnection } from './step.js';
+import type { Row, Step, StepConnection } from '../dialects/dialect.js';
 
 /** A Kysely connection checked out until `release()`, and our statements on it (without the app's plugins). */
 export interface HeldConnection extends StepConnection {

@@ -1,4 +1,4 @@
-import { postgresTextProblem } from '../serialize/postgres-text.js';
+import { postgresTextProblem } from '../../../serialize/postgres-text.js';
 
 /**
  * Escapes a string as a Postgres escape-string literal (`E'…'`): backslashes and quotes doubled, so it is safe
@@ -10,10 +10,4 @@ export function literal(value: string): string {
   const problem = postgresTextProblem(value);
   if (problem !== undefined) throw new TypeError(`idempotency: a value for SQL text ${problem}`);
   return `E'${value.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
-}
-
-/** A non-negative integer for SQL text; refuses anything else instead of embedding it. */
-export function int(value: number): string {
-  if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`idempotency: expected an integer, got ${value}`);
-  return String(value);
 }

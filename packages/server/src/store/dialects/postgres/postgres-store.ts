@@ -1,16 +1,16 @@
 import { CompiledQuery, type Kysely } from 'kysely';
-import { AsyncMutex } from './async-mutex.js';
-import { JoinedSession, KyselySession } from './kysely-session.js';
+import { AsyncMutex } from '../../async-mutex.js';
+import type { TableName } from '../../table-name.js';
+import type { Row, RowKey, Session, Store } from '../dialect.js';
 import type { PgPoolLike } from './pg-pool-like.js';
-import { PgSession } from './pg-session.js';
-import type { PreparedStatements } from './prepared-statements.js';
-import { RenewalClient } from './renewal-client.js';
-import { BEGIN, type Row, type Session } from './session.js';
-import { claimedCheck, type RowKey, SAVEPOINT } from './statements.js';
-import type { TableName } from './table-name.js';
+import { JoinedSession, KyselySession } from './postgres-kysely-session.js';
+import { PgSession } from './postgres-pool-session.js';
+import type { PreparedStatements } from './postgres-prepared-statements.js';
+import { RenewalClient } from './postgres-renewal-client.js';
+import { BEGIN, claimedCheck, SAVEPOINT } from './postgres-statements.js';
 
 /** Where the modes get transactions and autocommit statements from; hides the pg fast path / general path choice. */
-export class Store {
+export class PostgresStore implements Store {
   /** True when a statement list costs one round trip (the pg fast path). */
   readonly pipelined: boolean;
   /** Lease mode claims through `commitThenBegin` on the fast path. */
@@ -25,7 +25,7 @@ export class Store {
   /** General path only: the driver sends a text of several statements in one round trip (see JoinedSession). */
   #joined = false;
   #table: TableName;
-  /** The claim, prepared once per connection where the store holds its connections (see prepared-statements.ts). */
+  /** The claim, prepared once per connection where the store holds its connections (see postgres-prepared-statements.ts). */
   #prepared: PreparedStatements | undefined;
 
   constructor(db: Kysely<any>, pool: PgPoolLike | undefined, table: TableName, prepared?: PreparedStatements) {
@@ -144,7 +144,7 @@ export class Store {
   /**
    * Runs a lease renewal (autocommit). On the fast path it has a connection of its own, so it never queues behind
    * the handlers whose leases it renews; on the general path it shares `db`'s pool (a renewal that cannot get through
-   * costs nothing but a stale `locked_until`: the holder's advisory lock keeps its claim, see Statements.holdLease).
+   * costs nothing but a stale `locked_until`: the holder's advisory lock keeps its claim, see PostgresStatements.holdLease).
    */
   async renew(statement: string): Promise<Row[]> {
     if (this.#renewal) return this.#renewal.query(statement);

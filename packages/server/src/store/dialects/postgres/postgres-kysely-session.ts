@@ -5,10 +5,12 @@ import {
   type Kysely,
   type QueryExecutor,
 } from 'kysely';
-import { type HeldConnection, holdConnection } from './dialects/held-connection.js';
-import { SessionConnectionProvider } from './handler-db.js';
-import { isExecute, noticeLostStatements, type PreparedStatements, prepareOn } from './prepared-statements.js';
-import { BEGIN, CommitRolledBackError, type Row, runThenRollback, type Session } from './session.js';
+import { type HeldConnection, holdConnection } from '../../connection/held-connection.js';
+import { SessionConnectionProvider } from '../../handler-db.js';
+import { CommitRolledBackError, runThenRollback } from '../../session.js';
+import type { Row, Session } from '../dialect.js';
+import { isExecute, noticeLostStatements, type PreparedStatements, prepareOn } from './postgres-prepared-statements.js';
+import { BEGIN } from './postgres-statements.js';
 
 /**
  * The general path: a Kysely controlled transaction, one statement per round trip. Works on every

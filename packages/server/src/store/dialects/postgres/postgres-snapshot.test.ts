@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { committedBefore } from './snapshot.js';
+import { committedBefore } from './postgres-snapshot.js';
 
 describe('committedBefore', () => {
   it('sees what committed before the snapshot and not what ran or started after it', () => {

@@ -1,8 +1,10 @@
 import type { CompiledQuery, DatabaseConnection, Kysely, QueryExecutor, QueryResult } from 'kysely';
-import { SessionConnectionProvider } from './handler-db.js';
+import { SessionConnectionProvider } from '../../handler-db.js';
+import { CommitRolledBackError } from '../../session.js';
+import type { Row, Session } from '../dialect.js';
 import type { PgClientLike, PgPoolLike, PgResultLike } from './pg-pool-like.js';
-import { isExecute, noticeLostStatements, type PreparedStatements, prepareOn } from './prepared-statements.js';
-import { BEGIN, CommitRolledBackError, type Row, type Session } from './session.js';
+import { isExecute, noticeLostStatements, type PreparedStatements, prepareOn } from './postgres-prepared-statements.js';
+import { BEGIN } from './postgres-statements.js';
 
 /**
  * The pg fast path: our statements travel as one simple-protocol text per call (the claim with BEGIN, the

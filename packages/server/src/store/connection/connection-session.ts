@@ -1,8 +1,8 @@
 import type { Kysely, QueryExecutor } from 'kysely';
+import type { Row, Session, Statement, Step } from '../dialects/dialect.js';
 import { SessionConnectionProvider } from '../handler-db.js';
-import { type Row, runThenRollback, type Session, type Statement } from '../session.js';
+import { runThenRollback } from '../session.js';
 import type { HeldConnection } from './held-connection.js';
-import type { Step } from './step.js';
 
 /**
  * A transaction of the MySQL or SQLite store on one held connection: our steps run on it one by one, the

@@ -1,19 +1,15 @@
-import type { PreparedStatements } from './prepared-statements.js';
-import { int, literal } from './sql-literal.js';
-import type { TableName } from './table-name.js';
+import { int } from '../../sql-int.js';
+import type { TableName } from '../../table-name.js';
+import type { ClaimValues, LeaseClaim, LeaseOwner, RowKey, Statements } from '../dialect.js';
+import { literal } from './postgres-literal.js';
+import type { PreparedStatements } from './postgres-prepared-statements.js';
 
-/** What identifies one call's row. */
-export interface RowKey {
-  scope: string;
-  key: string;
-}
-
-/** A call's claim: its row key plus what the row records about it. */
-export interface ClaimValues extends RowKey {
-  fingerprint: string;
-  path: string;
-  ttlMs: number;
-}
+/**
+ * How every Postgres transaction of ours opens. Each characteristic is said, not inherited from the session: a
+ * handler's `SET SESSION CHARACTERISTICS …` or `SET default_transaction_…` commits with its call and stays on the
+ * pooled connection, where it must not make the next calls' claims read-only or serializable.
+ */
+export const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE';
 
 /**
  * Transaction-local settings: the caller's lock_timeout and statement_timeout while ours bound a claim, and the
@@ -121,7 +117,7 @@ const NO_STATEMENT_TIMEOUT = "'0'";
 const LIFT_STATEMENT_TIMEOUT = liftStatementTimeoutSql(NO_STATEMENT_TIMEOUT);
 
 /**
- * The SQL text of every statement the modes run, with values embedded as escaped literals (see sql-literal.ts:
+ * The SQL text of every statement the modes run, with values embedded as escaped literals (see postgres-literal.ts:
  * this is what lets several statements share one round trip). Built once per table.
  *
  * A claim is the cheapest statement that decides ownership atomically: `INSERT … ON CONFLICT DO NOTHING RETURNING`.
@@ -131,10 +127,10 @@ const LIFT_STATEMENT_TIMEOUT = liftStatementTimeoutSql(NO_STATEMENT_TIMEOUT);
  * and planning one CTE that did all three cost more than the insert itself.
  * Expiry and leases are judged with clock_timestamp(), never now(): inside a transaction now() is frozen.
  */
-export class Statements {
+export class PostgresStatements implements Statements {
   readonly #t: string;
   /**
-   * The completion, the claim and its lift, prepared once per connection on node-postgres (see prepared-statements.ts);
+   * The completion, the claim and its lift, prepared once per connection on node-postgres (see postgres-prepared-statements.ts);
    * undefined elsewhere. The completion is defined first: a connection that has the claim has it too.
    */
   readonly #prepared: PreparedStatements | undefined;
@@ -199,7 +195,7 @@ RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_TIMEOUTS}` : ''}`;
   }
 
   /** Lease-mode claim (autocommit): inserts the row as in_progress with a lease and fencing token. */
-  claimLease(v: ClaimValues & { token: string; leaseMs: number }): string {
+  claimLease(v: LeaseClaim): string {
     return `INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, token, locked_until, created_at, expires_at)
 VALUES (${literal(v.scope)}, ${literal(v.key)}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress', ${literal(v.token)},
   ${fromNow(v.leaseMs)},
@@ -214,7 +210,7 @@ RETURNING ${EXPIRES_MS}`;
    * is free too (see `holdLease`): a lapsed lease alone may just mean starved renewals. The try-lock is released at
    * the end of this statement; the taker takes it again in its handler transaction. Returns `expires_ms` when this call now owns the key.
    */
-  takeOverLease(v: ClaimValues & { token: string; leaseMs: number }): string {
+  takeOverLease(v: LeaseClaim): string {
     const fp = literal(v.fingerprint);
     const path = literal(v.path);
     return `UPDATE ${this.#t} AS k SET fingerprint = ${fp}, path = ${path}, status = 'in_progress', token = ${literal(v.token)},
@@ -233,7 +229,7 @@ RETURNING ${EXPIRES_MS}`;
    * whatever its renewals do; a crashed holder's connection dies and frees it. The second statement's rows are
    * empty when another call took the key over before the lock was held: the handler must not run.
    */
-  holdLease(r: RowKey & { token: string }): string[] {
+  holdLease(r: LeaseOwner): string[] {
     return [
       `SELECT pg_advisory_xact_lock(${this.#lockKey(literal(r.scope), literal(r.key))}) FROM ${this.#t} WHERE ${this.#owns(r)}`,
       `SELECT 1 AS owned FROM ${this.#t} WHERE ${this.#owns(r)}`,
@@ -251,7 +247,7 @@ RETURNING ${EXPIRES_MS}`;
 
   /**
    * Ends the handler's subtransaction before the completion, so the stored row is written by the top-level
-   * transaction: a duplicate tells from the row's `xmin` whether it waited for it (see snapshot.ts).
+   * transaction: a duplicate tells from the row's `xmin` whether it waited for it (see postgres-snapshot.ts).
    */
   releaseSavepoint(): string {
     return `RELEASE SAVEPOINT ${SAVEPOINT}`;
@@ -291,7 +287,7 @@ SELECT 1 / (SELECT count(*)::int FROM done) AS completed`;
    * connection and so its advisory lock were lost, changed it). When the owner was fenced off, no row matches and the division by zero (22012) aborts the transaction, so the COMMIT that follows
    * in the same round trip cannot commit the stale owner's writes.
    */
-  completeFenced(r: RowKey & { token: string }, response: string, ttlMs: number): string {
+  completeFenced(r: LeaseOwner, response: string, ttlMs: number): string {
     return `WITH done AS (UPDATE ${this.#t} SET ${stored(response, ttlMs)}
   WHERE ${this.#owns(r)} RETURNING 1)
 SELECT 1 / (SELECT count(*)::int FROM done) AS still_owner`;
@@ -317,13 +313,13 @@ RETURNING k.token`;
   }
 
   /** Lease mode, autocommit: frees the key after a failure, if this owner still holds it. */
-  releaseLease(r: RowKey & { token: string }): string {
+  releaseLease(r: LeaseOwner): string {
     return `DELETE FROM ${this.#t}
 WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'`;
   }
 
   /** Lease mode, autocommit: stores a deterministic error after the handler's transaction was rolled back. */
-  storeErrorFenced(r: RowKey & { token: string }, response: string, ttlMs: number): string {
+  storeErrorFenced(r: LeaseOwner, response: string, ttlMs: number): string {
     return `UPDATE ${this.#t} SET ${stored(response, ttlMs)}
 WHERE ${this.#owns(r)}
 RETURNING 1 AS stored`;
@@ -333,7 +329,7 @@ RETURNING 1 AS stored`;
    * The row is still `token`'s claim. Its lease may have lapsed (renewals starved of connections): while the holder's
    * transaction holds the key's advisory lock nobody can take it over, and a takeover changes the token.
    */
-  #owns(r: RowKey & { token: string }): string {
+  #owns(r: LeaseOwner): string {
     return `scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'`;
   }
 
