@@ -63,7 +63,7 @@ describe('recording', () => {
     expect(stored[0]!.path).toBe('pay');
   });
 
-  test('isOutcomeUnknown is false for an error that no call produced (nothing was sent), by name across copies', async () => {
+  test('isOutcomeUnknown is false for an error no call produced (nothing sent), by name across copies', async () => {
     const { client } = setup(() => lost);
     const unknown = (await outcome(client.mutation('pay', { n: 1 }))) as { error: Error };
     expect(isOutcomeUnknown(unknown.error)).toBe(true);
@@ -158,7 +158,7 @@ describe('a failing store or hook never holds the call', () => {
     expect(told).toEqual([new Error('remove failed'), new Error('remove failed')]);
   });
 
-  test('an abort while the store write is pending fails the call at once with its reason, and sends nothing', async () => {
+  test('an abort while the store write is pending fails the call at once with its reason, sends nothing', async () => {
     const blocked = storeOf({ put: () => new Promise<void>(() => {}) });
     const { client, seen } = setup(() => ok('paid'), { store: blocked });
     const controller = new AbortController();
@@ -188,7 +188,8 @@ describe('a store that never answers never holds the call', () => {
   const within = <T>(p: Promise<T>, ms: number) =>
     Promise.race([p, new Promise<'still pending'>((resolve) => setTimeout(() => resolve('still pending'), ms))]);
 
-  test('a remove() that never settles: the answer (success or definitive error) arrives after storeTimeoutMs, the hook told', async () => {
+  // The answer is a success or a definitive error.
+  test('a remove() that never settles: the answer arrives after storeTimeoutMs, the hook told', async () => {
     const told: unknown[] = [];
     const opts = { store: storeOf({ remove: never }), storeTimeoutMs: 50, onStoreError: (e: unknown) => told.push(e) };
     const paid = setup(() => ok('paid'), opts);
@@ -223,7 +224,8 @@ describe('a store that never answers never holds the call', () => {
     expect(String(told[0])).toMatch(/put.*storeTimeoutMs/);
   });
 
-  test('a put() that lands after the call got its definitive answer is forgotten then (no stale call to resume)', async () => {
+  // Else resume() would find a stale call.
+  test('a put() that lands after the call got its definitive answer is forgotten then: no stale call', async () => {
     const real = asyncStorageStore(memoryAsyncStorage());
     let land = () => {};
     const late = {
@@ -382,7 +384,7 @@ describe('keys', () => {
     expect(delivered).toBe(false);
   });
 
-  test('a caller key or a generated key that is not a string fails the call before anything is stored or sent', async () => {
+  test('a caller or generated key that is not a string fails the call before anything is stored or sent', async () => {
     const { client, seen, store } = setup(() => ok('paid'));
     const given = await outcome(client.mutation('pay', {}, { context: { idempotencyKey: 123 as unknown as string } }));
     expect(String((given as { error: unknown }).error)).toMatch(/visible ASCII/);
@@ -438,7 +440,8 @@ describe('resume', () => {
     expect(await store.list('default')).toEqual([]);
   });
 
-  test('a call first sent "in the future" (a device clock set ahead, then corrected) is of unknown age: expired', async () => {
+  // A device clock set ahead, then corrected.
+  test('a call first sent "in the future" is of unknown age: expired', async () => {
     const storage = memoryAsyncStorage();
     const store = asyncStorageStore(storage);
     const ahead: PendingCall = { key: 'ahead', path: 'pay', input: '{}', firstSentAt: Date.now() + 10 * 86_400_000 };
@@ -470,7 +473,7 @@ describe('resume', () => {
     expect(seen).toHaveLength(0);
   });
 
-  test('a first-sent time that is a numeric string (a custom store) is of unknown age: expired, never sent', async () => {
+  test('a first-sent time that is a numeric string (a custom store) is of unknown age: expired, unsent', async () => {
     const damaged = {
       key: 'text',
       path: 'pay',
@@ -483,7 +486,7 @@ describe('resume', () => {
     expect(seen).toHaveLength(0);
   });
 
-  test('a built-in store entry whose first-sent time is damaged is reported expired and forgotten, not left forever', async () => {
+  test('a built-in store entry with a damaged first-sent time is reported expired and forgotten', async () => {
     // Found by an outside review: the built-in stores skipped such an entry when reading it, so it was never
     // reported and never removed.
     const storage = memoryAsyncStorage();
@@ -503,7 +506,7 @@ describe('resume', () => {
     expect(await pending.list()).toEqual([]);
   });
 
-  test('a store whose list() or remove() never settles never holds resume(), nor the key for a later resume', async () => {
+  test('a list() or remove() that never settles never holds resume(), nor the key for a later resume', async () => {
     const never = () => new Promise<never>(() => {});
     const old: PendingCall = { key: 'k-hung-0001', path: 'pay', input: '{}', firstSentAt: 1 };
     const within = <T>(p: Promise<T>) =>
@@ -518,7 +521,7 @@ describe('resume', () => {
     expect(await within(second.pending.resume(second.client))).toEqual([]);
   });
 
-  test("a caller's key stored by an earlier page load keeps that load's first-sent time: resume still knows its age", async () => {
+  test("a caller's key stored by an earlier page load keeps that load's first-sent time: its age is kept", async () => {
     const storage = memoryAsyncStorage();
     const store = asyncStorageStore(storage);
     const firstSentAt = Date.now() - 50_000;
@@ -531,7 +534,7 @@ describe('resume', () => {
     expect((await store.list('default')).map((c) => c.firstSentAt)).toEqual([firstSentAt]);
   });
 
-  test("a caller's key stored by an earlier page load past the ttl is never sent again: its key may be gone", async () => {
+  test("a caller's key stored by an earlier page load past the ttl is never sent: its key may be gone", async () => {
     const storage = memoryAsyncStorage();
     const store = asyncStorageStore(storage);
     const earlier: PendingCall = {
@@ -549,7 +552,8 @@ describe('resume', () => {
     expect(await store.list('default')).toEqual([earlier]);
   });
 
-  test("a caller's key stored by an earlier page load with another input keeps that load's call until a send under it succeeds", async () => {
+  // Until a send under the key succeeds, the earlier page load's call is kept.
+  test("a caller's key from an earlier load with another input keeps that call until a send succeeds", async () => {
     // Found by an outside review: the earlier load's call (charged, answer lost) was written over by the edited input
     // and then forgotten on the server's 422, so resume() never reported the charge that happened.
     const storage = memoryAsyncStorage();
@@ -569,7 +573,7 @@ describe('resume', () => {
     }
   });
 
-  test("an earlier page load's call is kept when a send of another input under its key gets the key's 422", async () => {
+  test("an earlier page load's call is kept when another input sent under its key gets the key's 422", async () => {
     // The server's payload_mismatch is the key's own answer, hence definitive; it says the key ran with the earlier
     // input, whose record alone can tell resume() so.
     const storage = memoryAsyncStorage();
@@ -584,7 +588,7 @@ describe('resume', () => {
     expect(await store.list('default')).toEqual([earlier]);
   });
 
-  test("a caller's key cancelled while the link looks for an earlier page load's call: nothing stored, nothing sent", async () => {
+  test("a caller's key cancelled while the link looks for an earlier load's call: nothing stored or sent", async () => {
     const real = asyncStorageStore(memoryAsyncStorage());
     let open = () => {};
     const gate = new Promise<void>((resolve) => (open = resolve));
@@ -603,7 +607,7 @@ describe('resume', () => {
     expect(await real.list('default')).toEqual([]);
   });
 
-  test('a call of an earlier page load is kept when the same key, sent again, is aborted before its first attempt', async () => {
+  test("an earlier page load's call is kept when its key, sent again, is aborted before any attempt", async () => {
     const storage = memoryAsyncStorage();
     const real = asyncStorageStore(storage);
     const earlier: PendingCall = { key: 'k-prev-0001', path: 'pay', input: '{"n":1}', firstSentAt: Date.now() - 1000 };
@@ -625,7 +629,7 @@ describe('resume', () => {
     expect((await real.list('default')).map((c) => c.key)).toEqual(['k-prev-0001']);
   });
 
-  test('a definitive error is reported failed and forgotten; a still-lost answer is reported unknown and kept', async () => {
+  test('a definitive error is reported failed and forgotten; a still-lost answer, unknown and kept', async () => {
     const storage = memoryAsyncStorage();
     const store = asyncStorageStore(storage);
     const now = Date.now();
@@ -645,7 +649,7 @@ describe('resume', () => {
     expect((await store.list('default')).map((c) => c.key)).toEqual(['offline']);
   });
 
-  test('a resumed call refused with an answer that is not the key’s (a 401: still signed out) stays unknown and kept', async () => {
+  test('a resumed call refused with an answer not the key’s (a 401: signed out) stays unknown and kept', async () => {
     const storage = memoryAsyncStorage();
     const store = asyncStorageStore(storage);
     await store.put('default', { key: 'k-401', path: 'pay', input: '{"n":1}', firstSentAt: Date.now() });
