@@ -6,9 +6,10 @@ import { createIdempotency, idempotencyErrorFormatter, type PgClientLike, type P
 import { type AppDB, type Backend, type Ctx, makeApp, openBackend } from './harness.js';
 
 /**
- * On node-postgres the claim is prepared once per connection (see store/dialects/postgres/postgres-prepared-statements.ts). What must hold
- * whatever happens to that statement: every call runs its handler once, and a connection that lost it (DISCARD ALL,
- * DEALLOCATE, a pooler) or holds something else under its name costs a retry, never a wrong or lost answer.
+ * On node-postgres the claim is prepared once per connection (see
+ * store/dialects/postgres/postgres-prepared-statements.ts). What must hold whatever happens to that statement: every
+ * call runs its handler once, and a connection that lost it (DISCARD ALL, DEALLOCATE, a pooler) or holds something else
+ * under its name costs a retry, never a wrong or lost answer.
  */
 describe.each(['pg-fast', 'pg-general'] as const)('%s: prepared claim', (name) => {
   let backend: Backend;

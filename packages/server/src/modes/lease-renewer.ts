@@ -49,10 +49,11 @@ export class HeldLease {
 }
 
 /**
- * Renews every live lease of one middleware instance in one statement per tick (a third of the lease), on a
- * connection that never waits behind the handlers it protects where the store can give one (see Store.renew in store/dialects/dialect.ts).
- * Renewals keep `locked_until` current (a duplicate then waits without trying a takeover) and tell a holder that was
- * taken over; one that fails or comes late costs nothing: the holder's advisory lock, not its lease, keeps the key.
+ * Renews every live lease of one middleware instance in one statement per tick (a third of the lease), on a connection
+ * that never waits behind the handlers it protects where the store can give one (see Store.renew in
+ * store/dialects/dialect.ts). Renewals keep `locked_until` current (a duplicate then waits without trying a takeover)
+ * and tell a holder that was taken over; one that fails or comes late costs nothing: the holder's advisory lock, not
+ * its lease, keeps the key.
  */
 export class LeaseRenewer {
   readonly #leases = new Set<HeldLease>();
