@@ -45,6 +45,11 @@ function scenarioSeconds(r: BenchResults): string {
   return [...(setup !== undefined ? [`servers and setup ${setup}`] : []), ...parts].join(', ');
 }
 
+/** The 1-minute load average sampled as each scenario started. */
+function scenarioLoads(r: BenchResults): string {
+  return (r.machine.loadSamples ?? []).map((x) => `${x.scenario.split(' (')[0]} ${x.load.toFixed(1)}`).join(', ');
+}
+
 /** What drove the load; results from before `--load` existed were all undici. */
 function loadGeneratorText(load: BenchResults['params']['load'] | undefined): string {
   return load === 'raw'
@@ -143,11 +148,14 @@ function markdown(r: BenchResults): string {
         ['Redis', m.redis],
         [
           '1-min load average',
-          `${m.loadStart.toFixed(2)} at start, ${m.loadEnd?.toFixed(2) ?? '?'} at end; per scenario: ${(m.loadSamples ?? []).map((x) => `${x.scenario.split(' (')[0]} ${x.load.toFixed(1)}`).join(', ')}`,
+          `${m.loadStart.toFixed(2)} at start, ${m.loadEnd?.toFixed(2) ?? '?'} at end (per scenario below)`,
         ],
-        ['wall time per scenario (s)', scenarioSeconds(r)],
       ],
     ),
+    '',
+    `Load per scenario: ${scenarioLoads(r)}.`,
+    '',
+    `Wall time per scenario (s): ${scenarioSeconds(r)}.`,
     '',
     `Noise: ${plainSpread}. A load average above the core count means other work shared the CPU during the run;`,
     'that is why every ratio is taken inside a round (both sides suffer the same noise) and reported as the',
