@@ -165,15 +165,16 @@ export function completionFailure(error: unknown): TRPCError {
 }
 
 /**
- * Transaction mode's completion found its claim gone (SQLSTATE 22012 from the guarded completion, or ClaimLostError
- * on MySQL and SQLite): the handler deleted or changed its own key's row. Nothing was committed.
+ * Transaction mode's completion found its claim gone before COMMIT (SQLSTATE 22012 from the general path's guarded
+ * completion, or ClaimLostError on MySQL and SQLite): the handler deleted or changed its own key's row. Nothing was
+ * committed.
  */
 export function claimLostFailure(error: unknown): TRPCError {
   return new TRPCError({
     code: 'INTERNAL_SERVER_ERROR',
     message:
-      "The idempotency key's row was deleted or changed inside the handler's transaction, so nothing was committed: " +
-      "a handler must not write its own key's row",
+      "The handler deleted or changed its own key's row inside its transaction, so nothing was committed: " +
+      'a handler must not write the idempotency table',
     cause: error,
   });
 }

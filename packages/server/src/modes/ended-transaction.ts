@@ -43,6 +43,28 @@ function endedFailure(cause: unknown): TRPCError {
   return new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: ENDED, cause });
 }
 
+const LOST =
+  "The key's row was gone when the result was to be stored: the handler deleted or changed its own key's row " +
+  "inside its transaction (or app code replaced the middleware's prepared claim), so its writes committed without " +
+  'the stored result. The outcome is unknown: this key will not run again (a retry gets this error); check what the ' +
+  'call did, then send a new key';
+
+/**
+ * After a transaction-mode completion that changed no row had committed (Postgres reads its row count with the
+ * COMMIT's answer, see Statements.complete): the handler deleted or changed its own key's row, and its writes are in.
+ * Stores the error returned here on the key, so every retry gets it and the key never runs again (a duplicate that
+ * was waiting on the call's row when the handler deleted it, or a database unreachable now, can still run it once
+ * more: this is the app's own mistake, caught only where it costs the hot path nothing).
+ */
+export async function lostClaimFailure(rt: Runtime, call: Call): Promise<TRPCError> {
+  const { store, sql, options } = rt;
+  const outcome = { ok: false as const, error: { code: 'INTERNAL_SERVER_ERROR' as const, message: LOST } };
+  const response = encodeStoredResponse(outcome, options.serializer);
+  const stored = sql.storeLostClaim?.({ ...call, ttlMs: options.ttl }, response);
+  if (stored) await store.autocommit([stored]).catch(() => {});
+  return new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: LOST });
+}
+
 /**
  * The completion's first statement found no transaction or no savepoint: Postgres' no_active_sql_transaction and
  * invalid_savepoint_specification, MySQL's ER_SP_DOES_NOT_EXIST, SQLite's messages (its errors carry no finer code).

@@ -20,7 +20,7 @@ import { isExecute, preparedStatementMismatch } from '../store/dialects/postgres
 import { committedBefore } from '../store/dialects/postgres/postgres-snapshot.js';
 import { traced } from '../telemetry/call-trace.js';
 import { SPAN } from '../telemetry/names.js';
-import { endedTransactionFailure } from './ended-transaction.js';
+import { endedTransactionFailure, lostClaimFailure } from './ended-transaction.js';
 
 /** SQLSTATE of a division by zero: the only division in a completion is its guard (see PostgresStatements.complete). */
 const CLAIM_LOST = '22012';
@@ -154,7 +154,8 @@ async function runOwned(rt: Runtime, call: Call, next: NextFn, claim: Owned): Pr
     await session.rollback().catch(() => {});
     throw responseTooLarge(rt, call, bytes, result.ok ? undefined : result.error);
   }
-  const complete = sql.complete(call, response, options.ttl, claim.prepared);
+  // Where the commit's answer carries the completion's row count, nothing is checked on the way (Statements.complete).
+  const complete = sql.complete(call, response, options.ttl, claim.prepared, rt.store.commitCounts !== true);
   const statements: Statement[] = result.ok
     ? [sql.releaseSavepoint(), complete]
     : // The deterministic error is stored, the handler's partial writes are not.
@@ -162,8 +163,9 @@ async function runOwned(rt: Runtime, call: Call, next: NextFn, claim: Owned): Pr
   // The row expires `ttl` after its claim (or, had the handler outlived `ttl`, after the completion): the cache
   // keeps the result no longer than from before the claim, so never past the row (an outlived ttl is not cached).
   const expiresAt = claim.sentAt + options.ttl;
+  let changed: number | undefined;
   try {
-    await traced(call.trace, SPAN.complete, () => session.commit(statements));
+    changed = await traced(call.trace, SPAN.complete, () => session.commit(statements));
   } catch (error) {
     event(rt, call, 'released', error);
     const ended = await endedTransactionFailure(rt, call, error);
@@ -174,6 +176,11 @@ async function runOwned(rt: Runtime, call: Call, next: NextFn, claim: Owned): Pr
       : code === LOST_STATEMENT
         ? lostCompletionFailure(error)
         : completionFailure(error);
+  }
+  if (changed === 0) {
+    const lost = await lostClaimFailure(rt, call);
+    event(rt, call, 'released', lost);
+    throw lost;
   }
   if (expiresAt > performance.now())
     rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });

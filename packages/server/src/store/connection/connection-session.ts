@@ -41,17 +41,17 @@ export class ConnectionSession implements Session {
     return runSteps(this.#held, statements);
   }
 
-  async commit(statements: readonly Statement[]): Promise<Row[][]> {
-    let rows: Row[][];
+  /** A completion's step checks its own row count before the COMMIT (see step.ts): none is returned. */
+  async commit(statements: readonly Statement[]): Promise<undefined> {
     try {
-      rows = await this.run(statements);
+      await this.run(statements);
       await this.#commit(this.#held);
     } catch (error) {
       await this.rollback().catch(() => {});
       throw error;
     }
     await this.#release();
-    return rows;
+    return undefined;
   }
 
   finish(statements: readonly Statement[]): Promise<Row[][]> {

@@ -37,8 +37,9 @@ export class FencedOffError extends Error {
 /**
  * A transaction-mode completion found no claim of this call to store the result on: something inside the handler's
  * transaction deleted the key's row or marked it done. The transaction is rolled back, so the handler's writes never
- * commit without their stored result. Carries the SQLSTATE Postgres raises for the same case (its completion divides
- * by zero), so the modes see one signal on every dialect.
+ * commit without their stored result; the check is free, the row count comes with the UPDATE we send anyway. Carries
+ * the SQLSTATE Postgres' general path raises for the same case (its joined completion divides by zero), so the modes
+ * see one signal on every dialect.
  */
 export class ClaimLostError extends Error {
   readonly code = '22012';

@@ -71,11 +71,10 @@ export interface Session {
   /** Runs statements inside the transaction; returns each statement's rows. */
   run(statements: readonly Statement[]): Promise<Row[][]>;
   /**
-   * Runs statements then COMMIT; throws when the commit turned into a rollback. Its result is not to be read: on
-   * the Postgres general path the statements share COMMIT's round trip, which reports none of their rows (see
-   * JoinedSession).
+   * Runs statements then COMMIT; throws when the commit turned into a rollback. Returns how many rows the last of
+   * `statements` changed where the session learns it (see Store.commitCounts), else undefined.
    */
-  commit(statements: readonly Statement[]): Promise<unknown>;
+  commit(statements: readonly Statement[]): Promise<number | undefined>;
   /** Runs statements inside the transaction, then ROLLBACK; returns their rows and gives the connection back. */
   finish(statements: readonly Statement[]): Promise<Row[][]>;
   /** ROLLBACK, then `after` in autocommit; gives the connection back. Returns the rows of `after`. */
@@ -88,6 +87,11 @@ export interface Session {
 export interface Store {
   /** True when a statement list costs one round trip (the pg fast path). */
   readonly pipelined: boolean;
+  /**
+   * True when `Session.commit` returns how many rows its last statement changed (Postgres, but for the general path's
+   * joined commit: see JoinedSession), known once `ready()` resolved.
+   */
+  readonly commitCounts?: boolean;
   /** True when this process reaches the database through one connection: duplicates queue in JavaScript. */
   readonly singleConnection: boolean;
   /**
@@ -148,9 +152,16 @@ export interface Statements {
   releaseSavepoint(): Statement;
   rollbackToSavepoint(): Statement;
   /**
-   * Transaction mode: stores the result on this transaction's claim, and fails unless it did. `prepared`: this transaction's claim ran prepared (Postgres; ignored elsewhere).
+   * Transaction mode: stores the result on this transaction's claim. MySQL and SQLite fail unless it did; Postgres
+   * only when `guarded` (see PostgresStatements.complete). `prepared`: this transaction's claim ran prepared
+   * (Postgres; ignored elsewhere).
    */
-  complete(r: RowKey, response: string, ttlMs: number, prepared?: boolean): Statement;
+  complete(r: RowKey, response: string, ttlMs: number, prepared?: boolean, guarded?: boolean): Statement;
+  /**
+   * Postgres only, where a completion's row count arrives after its COMMIT (see Store.commitCounts): autocommit,
+   * stores `response` (the error that says why) on a key whose completion changed no row.
+   */
+  storeLostClaim?(v: ClaimValues, response: string): Statement;
   /** Lease mode: stores the result only while `r.token` still owns the row, else fails. */
   completeFenced(r: LeaseOwner, response: string, ttlMs: number): Statement;
   /** Lease mode, autocommit: extends the listed owners' leases; returns the token of each one renewed. */

@@ -16,7 +16,7 @@ export function createPostgresDialect(db: Kysely<any>, table: TableName, pool: P
   return {
     name: 'postgres',
     store,
-    sql: new PostgresStatements(table, prepared),
+    sql: new PostgresStatements(table, prepared, pool !== undefined),
     steps: new PostgresStepStatements(table),
     async migrate() {
       const { session } = await store.begin([...migrationStatements(table), addStepsColumn(table)]);

@@ -64,13 +64,15 @@ export class KyselySession implements Session {
     return out;
   }
 
-  async commit(statements: readonly string[]): Promise<Row[][]> {
+  async commit(statements: readonly string[]): Promise<number | undefined> {
     this.#provider.close();
     try {
-      const rows = await this.run(statements);
+      let changed: bigint | undefined;
+      for (const text of statements)
+        changed = (await this.#own.executeQuery(CompiledQuery.raw(text, []))).numAffectedRows;
       await this.#trx.commit().execute();
       this.#done = true;
-      return rows;
+      return changed === undefined ? undefined : Number(changed);
     } catch (error) {
       await this.rollback().catch(() => {});
       if ((error as { name?: string })?.name === 'AbortedTransactionError') throw new CommitRolledBackError();
@@ -179,8 +181,8 @@ export class JoinedSession implements Session {
     return out;
   }
 
-  /** `statements` and COMMIT in one round trip. */
-  async commit(statements: readonly string[]): Promise<void> {
+  /** `statements` and COMMIT in one round trip; the driver reports none of their row counts. */
+  async commit(statements: readonly string[]): Promise<undefined> {
     this.#provider.close();
     let rows: Row[];
     try {
@@ -193,6 +195,7 @@ export class JoinedSession implements Session {
     // A lone COMMIT of an aborted transaction answers ROLLBACK (Kysely reports the command as a row); with statements
     // ahead of it, the first of them would have failed instead.
     if (rows[0]?.command === 'ROLLBACK') throw new CommitRolledBackError();
+    return undefined;
   }
 
   finish(statements: readonly string[]): Promise<Row[][]> {

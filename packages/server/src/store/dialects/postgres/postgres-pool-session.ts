@@ -60,10 +60,10 @@ export class PgSession implements Session {
     return this.#send(statements);
   }
 
-  async commit(statements: readonly string[]): Promise<Row[][]> {
+  async commit(statements: readonly string[]): Promise<number | undefined> {
     const results = await this.#end(statements, 'COMMIT');
     if (results[results.length - 1]?.command === 'ROLLBACK') throw new CommitRolledBackError();
-    return results.slice(0, -1).map((r) => r.rows ?? []);
+    return statements.length > 0 ? (results[results.length - 2]?.rowCount ?? undefined) : undefined;
   }
 
   async finish(statements: readonly string[]): Promise<Row[][]> {

@@ -138,11 +138,16 @@ export class PostgresStatements implements Statements {
   readonly #claimName: string | undefined;
   readonly #liftName: string | undefined;
 
-  constructor(table: TableName, prepared?: PreparedStatements) {
+  /**
+   * `counted`: the sessions that run the prepared completion read its row count with the COMMIT's answer (the pg fast
+   * path), so it is the plain update; elsewhere (the general path's joined commit, whose driver hides row counts) it
+   * is the guarded one (see `complete`).
+   */
+  constructor(table: TableName, prepared?: PreparedStatements, counted = false) {
     this.#t = table.qualified;
     this.#prepared = prepared;
     if (prepared) {
-      const complete = this.#completeSql('$1', '$2', storedSql('$3', '$4'));
+      const complete = this.#completeSql('$1', '$2', storedSql('$3', '$4'), !counted);
       this.#completeName = prepared.define('complete', ['text', 'text', 'text', 'float8'], complete);
       const claim = this.#claimSql(['$1', '$2', '$3', '$4'], '$5', "$6::text || 'ms'");
       this.#claimName = prepared.define('claim', ['text', 'text', 'text', 'text', 'float8', 'int'], claim);
@@ -258,28 +263,49 @@ RETURNING ${EXPIRES_MS}`;
   }
 
   /**
-   * Transaction mode: stores the result on the row this transaction claimed (its expiry: see `stored`), and fails
-   * unless it did. The row is this call's claim only while it is in_progress with no lease token: a claim commits
-   * with its result, so no other transaction's in_progress row without a token can be seen. A row the handler
-   * deleted or marked done is not found. The division by zero (22012) then aborts the transaction: the COMMIT in the
-   * same round trip cannot commit the handler's work without its stored result.
+   * Transaction mode: stores the result on the row this transaction claimed (its expiry: see `stored`). The row is
+   * this call's claim only while it is in_progress with no lease token: a claim commits with its result, so no other
+   * transaction's in_progress row without a token can be seen. It changes no row only when the handler deleted its
+   * own key's row or marked it done, which the trust boundary leaves to the app (docs/reliability.md): the mode reads
+   * the row count, which arrives with the answer of the COMMIT that shares its round trip, and records the failure
+   * on the key then (modes/ended-transaction.ts), so nothing is checked on the way.
+   *
+   * `guarded`: where the session cannot report the row count (the general path's joined commit: Kysely's pg driver
+   * returns nothing of a multi-statement text), the update is wrapped in a check that divides by zero (22012) unless
+   * it changed the row, which aborts the transaction: the COMMIT that follows commits nothing.
    *
    * `prepared`: this transaction's claim was the prepared one, so its connection has the completion too (see the
-   * constructor). Prepared, the check is free (bench/sql, runs S12 and P1: planning the statement was its cost). A
-   * connection that lost it since (the handler's DEALLOCATE) fails here, 26000, and nothing commits.
+   * constructor). A connection that lost it since (the handler's DEALLOCATE) fails here, 26000, and nothing commits.
    */
-  complete(r: RowKey, response: string, ttlMs: number, prepared = false): string {
+  complete(r: RowKey, response: string, ttlMs: number, prepared = false, guarded = false): string {
     if (prepared && this.#completeName) {
       return `EXECUTE ${this.#completeName}(${literal(r.scope)}, ${literal(r.key)}, ${literal(response)}, ${int(ttlMs)})`;
     }
-    return this.#completeSql(literal(r.scope), literal(r.key), stored(response, ttlMs));
+    return this.#completeSql(literal(r.scope), literal(r.key), stored(response, ttlMs), guarded);
   }
 
   /** `complete` over SQL expressions: the key's scope and key, and what to set. */
-  #completeSql(scope: string, key: string, set: string): string {
-    return `WITH done AS (UPDATE ${this.#t} SET ${set}
-  WHERE scope = ${scope} AND key = ${key} AND status = 'in_progress' AND token IS NULL RETURNING 1)
-SELECT 1 / (SELECT count(*)::int FROM done) AS completed`;
+  #completeSql(scope: string, key: string, set: string, guarded: boolean): string {
+    const update = `UPDATE ${this.#t} SET ${set}
+  WHERE scope = ${scope} AND key = ${key} AND status = 'in_progress' AND token IS NULL`;
+    return guarded
+      ? `WITH done AS (${update} RETURNING 1)\nSELECT 1 / (SELECT count(*)::int FROM done) AS completed`
+      : update;
+  }
+
+  /**
+   * Transaction mode, autocommit, after a completion that changed no row had committed (see `complete`): the handler
+   * deleted or changed its own key's row, and its writes are in. Stores `response` (the error saying so) on the key,
+   * so the key never runs again: a new row if it is gone, else over a row without a result and without a lease (a
+   * claim another call holds now is waited for, and keeps the result it commits).
+   */
+  storeLostClaim(v: ClaimValues, response: string): string {
+    return `INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, response, created_at, expires_at)
+VALUES (${literal(v.scope)}, ${literal(v.key)}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'done',
+  ${literal(response)}, clock_timestamp(), ${fromNow(v.ttlMs)})
+ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, path = excluded.path, status = 'done',
+  token = NULL, locked_until = NULL, response = excluded.response, expires_at = excluded.expires_at
+WHERE k.response IS NULL AND k.token IS NULL`;
   }
 
   /**

@@ -52,6 +52,11 @@ export class PostgresStore implements Store {
     this.#detected = pool !== undefined;
   }
 
+  /** Every session but the joined one reports the completion's row count (see JoinedSession). */
+  get commitCounts(): boolean {
+    return !this.#joined;
+  }
+
   /** True on a single-connection database (PGlite): duplicates queue in JavaScript, nothing waits in Postgres. */
   get singleConnection(): boolean {
     return this.#mutex !== undefined;
