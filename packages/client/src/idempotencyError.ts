@@ -57,15 +57,23 @@ export class AttemptTimeoutError extends Error {
 }
 
 /**
- * The cause of the error a call gets when the identity named by `idempotencyLink`'s `identity` changed while it was
- * retrying (another user signed in, or the session ended): nothing more was sent, and its outcome is unknown.
+ * The cause of the error a call gets when the identity named by `idempotencyLink`'s `identity` (or `pendingCallsLink`'s
+ * `user`) changed while it was retrying (another user signed in, or the session ended): nothing more was sent, and its
+ * outcome is unknown. A later call that reuses the key under another identity (a "try again") gets it too, before
+ * anything is sent: the key's earlier call may have run under the first identity, and only that one may send it again.
  */
 export class IdentityChangedError extends Error {
   override name = 'IdentityChangedError';
-  constructor(path: string, cause: unknown) {
+  /**
+   * @param key set when a new call reused the key of a call left outcome-unknown under another identity
+   */
+  constructor(path: string, cause?: unknown, key?: string) {
     super(
-      `${path}: the identity changed while the call was retrying, so it was not sent again under the new one; ` +
-        'an earlier attempt may have run: resume it under the identity it started with',
+      key === undefined
+        ? `${path}: the identity changed while the call was retrying, so it was not sent again under the new one; ` +
+            'an earlier attempt may have run: resume it under the identity it started with'
+        : `${path}: key ${key} belongs to a call whose outcome is unknown under another identity, so nothing was ` +
+            'sent under this one; it may have run: resume it (or try again) once that identity is back',
       { cause },
     );
   }

@@ -390,6 +390,34 @@ describe('an unknown outcome belongs to the call, not to its last error', () => 
     expect((call.error as Error).cause).toBeInstanceOf(IdentityChangedError);
     expect(isOutcomeUnknown(call.error)).toBe(true);
   });
+
+  // Under its own identity again, the same "try again" is sent.
+  test('a "try again" with a key left unknown under another identity sends nothing', async () => {
+    let user = 'alice';
+    const { client, seen } = setup(
+      (n) => {
+        if (n > 1) return ok('replayed');
+        user = 'bob';
+        return 'network';
+      },
+      { identity: () => user },
+    );
+    const first = settle(client.mutation('pay', {}));
+    await vi.runAllTimersAsync();
+    const key = seen[0]!.op.context.idempotencyKey;
+    expect(isOutcomeUnknown(first.error)).toBe(true);
+
+    const again = settle(client.mutation('pay', {}, { context: { idempotencyKey: key } }));
+    await vi.runAllTimersAsync();
+    expect(seen).toHaveLength(1);
+    expect((again.error as Error).cause).toBeInstanceOf(IdentityChangedError);
+    expect(isOutcomeUnknown(again.error)).toBe(true);
+
+    user = 'alice';
+    const back = settle(client.mutation('pay', {}, { context: { idempotencyKey: key } }));
+    await vi.runAllTimersAsync();
+    expect([back.value, seen.length]).toEqual(['replayed', 2]);
+  });
 });
 
 describe('attempt timeout', () => {

@@ -12,7 +12,7 @@ import { backoffDelay } from './internals/backoff.js';
 import { CallSpan } from './internals/callSpan.js';
 import { isValidKey, keyText } from './internals/keyHeaders.js';
 import { type IdempotencyLinkOptions, resolveOptions } from './internals/options.js';
-import { isKeyAnswer, markOutcomeUnknown } from './internals/outcome.js';
+import { isKeyAnswer, markOutcomeUnknown, refusedUnderAnotherIdentity } from './internals/outcome.js';
 import { wasReplayed } from './internals/responseMeta.js';
 import { classifyError } from './internals/retryPolicy.js';
 import { noTimer, startTimer } from './internals/timer.js';
@@ -32,10 +32,11 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
     },
   );
   /**
-   * Keys whose last call ended with its outcome unknown: a "try again" with such a key starts unanswered, so a
-   * refusal that says nothing of the key (a 401 on its first attempt) cannot settle what the earlier call did.
+   * Keys whose last call ended with its outcome unknown, with the identity that call started under: a "try again"
+   * with such a key starts unanswered, so a refusal that says nothing of the key (a 401 on its first attempt) cannot
+   * settle what the earlier call did; and under another identity it is not sent at all, as a retry would not be.
    */
-  const unknownKeys = new Set<string>();
+  const unknownKeys = new Map<string, unknown>();
   return () =>
     ({ op, next }) => {
       if (op.type !== 'mutation' || !o.isGuarded(op.path)) return next(op);
@@ -92,6 +93,10 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           observer.error(TRPCClientError.from(cause as Error));
           return;
         }
+        if (unknownKeys.has(key) && !Object.is(unknownKeys.get(key), identity)) {
+          observer.error(refusedUnderAnotherIdentity(op.path, key));
+          return;
+        }
 
         const stopAttempt = () => {
           cancelAttemptTimer();
@@ -117,7 +122,7 @@ export function idempotencyLink<TRouter extends AnyRouter>(opts: IdempotencyLink
           const clientError = TRPCClientError.from(error as Error);
           const answer = isKeyAnswer(clientError);
           if (unanswered && !answer) markOutcomeUnknown(clientError);
-          if (!answer && (unanswered || classifyError(clientError, Date.now()).retry)) unknownKeys.add(key);
+          if (!answer && (unanswered || classifyError(clientError, Date.now()).retry)) unknownKeys.set(key, identity);
           else unknownKeys.delete(key);
           observer.error(clientError);
         };

@@ -15,6 +15,16 @@ import type { PendingCall, PendingCallStore } from './pendingStorage/pendingCall
 
 const lost: Answer = 'network';
 
+/** A store whose methods the test scripts; the others list nothing and do nothing. */
+const storeOf = (parts: Partial<PendingCallStore> = {}): PendingCallStore => ({
+  list: async () => [],
+  put: async () => {},
+  remove: async () => {},
+  clear: async () => {},
+  namespacesOf: async () => [],
+  ...parts,
+});
+
 /** A client whose link chain is pendingCallsLink → idempotencyLink (no backoff) → a scripted server. */
 function setup(
   script: (attempt: number, op: Operation) => Answer,
@@ -107,13 +117,6 @@ describe('recording', () => {
 });
 
 describe('a failing store or hook never holds the call', () => {
-  /** A store whose methods the test scripts; `list` and `clear` do nothing. */
-  const storeOf = (parts: { put?: () => Promise<void>; remove?: () => Promise<void> }) => ({
-    list: async () => [],
-    put: parts.put ?? (async () => {}),
-    remove: parts.remove ?? (async () => {}),
-    clear: async () => {},
-  });
   const within = <T>(p: Promise<T>, ms = 2000) =>
     Promise.race([p, new Promise<'still pending'>((resolve) => setTimeout(() => resolve('still pending'), ms))]);
 
@@ -179,12 +182,6 @@ describe('a failing store or hook never holds the call', () => {
 
 describe('a store that never answers never holds the call', () => {
   const never = () => new Promise<void>(() => {});
-  const storeOf = (parts: { put?: () => Promise<void>; remove?: () => Promise<void> }) => ({
-    list: async () => [],
-    put: parts.put ?? (async () => {}),
-    remove: parts.remove ?? (async () => {}),
-    clear: async () => {},
-  });
   const within = <T>(p: Promise<T>, ms: number) =>
     Promise.race([p, new Promise<'still pending'>((resolve) => setTimeout(() => resolve('still pending'), ms))]);
 
@@ -467,7 +464,7 @@ describe('resume', () => {
   test('a stored call whose first-sent time is not a number is of unknown age: expired, never sent', async () => {
     // A custom store hands back what it holds as it is (the built-in ones list such a time as NaN).
     const damaged = { key: 'nan', path: 'pay', input: '{}', firstSentAt: Number.NaN } as PendingCall;
-    const custom = { list: async () => [damaged], put: async () => {}, remove: async () => {}, clear: async () => {} };
+    const custom = storeOf({ list: async () => [damaged] });
     const { client, pending, seen } = setup(() => ok(), { store: custom });
     expect((await pending.resume(client)).map((r) => r.status)).toEqual(['expired']);
     expect(seen).toHaveLength(0);
@@ -480,7 +477,7 @@ describe('resume', () => {
       input: '{}',
       firstSentAt: String(Date.now()),
     } as unknown as PendingCall;
-    const custom = { list: async () => [damaged], put: async () => {}, remove: async () => {}, clear: async () => {} };
+    const custom = storeOf({ list: async () => [damaged] });
     const { client, pending, seen } = setup(() => ok(), { store: custom });
     expect((await pending.resume(client)).map((r) => r.status)).toEqual(['expired']);
     expect(seen).toHaveLength(0);
@@ -511,12 +508,12 @@ describe('resume', () => {
     const old: PendingCall = { key: 'k-hung-0001', path: 'pay', input: '{}', firstSentAt: 1 };
     const within = <T>(p: Promise<T>) =>
       Promise.race([p, new Promise<'still pending'>((resolve) => setTimeout(() => resolve('still pending'), 1000))]);
-    const hungRemove = { list: async () => [old], put: async () => {}, remove: never, clear: async () => {} };
+    const hungRemove = storeOf({ list: async () => [old], remove: never });
     const first = setup(() => ok(), { store: hungRemove, storeTimeoutMs: 50, onStoreError: () => {} });
     expect(await within(first.pending.resume(first.client))).toEqual([{ status: 'expired', call: old, input: {} }]);
     // The key's lock was let go: a second resume of the same key is not stuck behind the first.
     expect(await within(first.pending.resume(first.client))).not.toBe('still pending');
-    const hungList = { list: never, put: async () => {}, remove: async () => {}, clear: async () => {} };
+    const hungList = storeOf({ list: never });
     const second = setup(() => ok(), { store: hungList, storeTimeoutMs: 50, onStoreError: () => {} });
     expect(await within(second.pending.resume(second.client))).toEqual([]);
   });
@@ -592,7 +589,12 @@ describe('resume', () => {
     const real = asyncStorageStore(memoryAsyncStorage());
     let open = () => {};
     const gate = new Promise<void>((resolve) => (open = resolve));
-    const store = { ...real, list: (ns: string) => gate.then(() => real.list(ns)) };
+    // The lookup asks whose the key is, then lists that namespace: both wait.
+    const store = {
+      ...real,
+      list: (ns: string) => gate.then(() => real.list(ns)),
+      namespacesOf: (key: string) => gate.then(() => real.namespacesOf(key)),
+    };
     const { client, seen } = setup(() => ok(), { store });
     const controller = new AbortController();
     const call = outcome(

@@ -245,6 +245,47 @@ describe.skipIf(!chromiumPath)('useIdempotentMutation in React 19 (StrictMode) i
   });
 
   for (const store of ['localStorage', 'indexedDB'] as const) {
+    // Alice's own resume() then sends it, once.
+    test(`${store}: a "try again" after another user signed in sends nothing under them`, async () => {
+      const { page } = await open(`lose=1&store=${store}&user=alice&signInDuring=bob`);
+      const sentAs = () => page.evaluate(() => [...(window as any).hook.sentAs]);
+      await mutate(page, pay);
+      const unknown = await settled(page);
+      expect(unknown).toMatchObject({ status: 'error', unknown: true });
+      expect(await sentAs()).toEqual(['alice']);
+
+      // Bob sees "could not confirm the payment. Try again" and presses it: alice's call is not his to send.
+      await mutate(page, pay);
+      await expect.poll(async () => (await state(page)).status).toBe('error');
+      await expect.poll(async () => (await state(page)).key).toBe(unknown.key);
+      expect(await state(page)).toMatchObject({ unknown: true });
+      expect(await sentAs()).toEqual(['alice']);
+      expect(await page.evaluate(async () => (await (window as any).hook.pending.list()).length)).toBe(0);
+
+      // A reload (bob still signed in) keeps it alice's: a send under her key is refused before anything goes out.
+      await page.goto(`${origin}/?store=${store}&user=bob`);
+      await page.locator('#state').waitFor();
+      const refused = await page.evaluate(async (key) => {
+        const { client } = (window as any).hook;
+        return client.payments.create
+          .mutate({ amountCents: 4000, description: 'Train ticket' }, { context: { idempotencyKey: key } })
+          .then(
+            () => 'sent',
+            (error: any) => error.cause?.name,
+          );
+      }, unknown.key);
+      expect([refused, await sentAs()]).toEqual(['IdentityChangedError', []]);
+
+      // Alice signs in again: resume() sends it under her, once.
+      await page.goto(`${origin}/?store=${store}&user=alice`);
+      await page.locator('#state').waitFor();
+      const resumed = await page.evaluate(async () => {
+        const { pending, client } = (window as any).hook;
+        return (await pending.resume(client)).map((r: any) => [r.status, r.call.key]);
+      });
+      expect([resumed, await sentAs()]).toEqual([[['succeeded', unknown.key]], ['alice']]);
+    });
+
     test(`a lost answer, then a 401 (signed out), keeps the key and ${store} record: "could not confirm"`, async () => {
       const { page } = await open(`lose=1&refuse=1&store=${store}`);
       await mutate(page, pay);

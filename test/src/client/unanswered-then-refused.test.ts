@@ -9,6 +9,7 @@ import {
   isOutcomeUnknown,
   localStorageStore,
   type PendingCallStore,
+  type PendingCallsLink,
   pendingCallsLink,
   type WebStorageLike,
 } from '@trpc-idempotency/client';
@@ -192,29 +193,32 @@ describe('pendingCallsLink keeps a call whose lost answer was followed by a 401'
 });
 
 describe("idempotencyLink's identity pin", () => {
+  /** idempotencyLink pinned to `session.user`, in front of httpLink signing each request as that user. */
+  const pinnedLinks = (session: { user: string }) => [
+    idempotencyLink<ClientTestRouter>({
+      procedures: ['payments.create'],
+      baseDelayMs: 50,
+      identity: () => session.user,
+    }),
+    httpLink({
+      url: server.url,
+      headers: idempotencyHeaders.with(() => ({ 'x-user': session.user })),
+      fetch: idempotencyFetch(),
+    }),
+  ];
+  /** Each key's first request commits and its answer is lost as bob signs in; the rest pass. */
+  const bobSignsInAsAnswerIsLost = (session: { user: string }) =>
+    server.setFault((req, before) => {
+      if (before.some((r) => r.key === req.key)) return 'pass';
+      session.user = 'bob';
+      return 'drop-after-commit';
+    });
   test('another user signing in during the backoff stops the retry: the outcome is unknown, nothing runs in their scope', async () => {
     const session = { user: 'alice' };
     const client = createTRPCClient<ClientTestRouter>({
-      links: [
-        idempotencyLink<ClientTestRouter>({
-          procedures: ['payments.create'],
-          baseDelayMs: 50,
-          identity: () => session.user,
-        }),
-        httpLink({
-          url: server.url,
-          headers: idempotencyHeaders.with(() => ({ 'x-user': session.user })),
-          fetch: idempotencyFetch(),
-        }),
-      ],
+      links: pinnedLinks(session),
     });
-    server.setFault((req, before) => {
-      if (!before.some((r) => r.key === req.key)) {
-        session.user = 'bob'; // signs in while alice's answer is lost
-        return 'drop-after-commit';
-      }
-      return 'pass';
-    });
+    bobSignsInAsAnswerIsLost(session);
     const info: IdempotencyCallInfo = newInfo();
     const error = await failureOf(
       client.payments.create.mutate({ amount: 12 }, { context: { idempotencyInfo: info } }),
@@ -222,6 +226,93 @@ describe("idempotencyLink's identity pin", () => {
     expect(error.cause).toBeInstanceOf(IdentityChangedError);
     expect([info.attempts, isOutcomeUnknown(error)]).toEqual([1, true]);
     expect(server.seen.filter((r) => r.key?.includes(info.key!))).toHaveLength(1);
+    expect((await app.rowsPerKey()).get(info.key!)).toBe(1);
+  });
+
+  /**
+   * The README's chain with both stores: alice's payment commits, its answer is lost and bob signs in during the
+   * backoff. Returns what the page keeps: the key (the hook's, a form's) and the store, for a "try again".
+   */
+  async function aliceLostThenBob(makeStore: () => PendingCallStore) {
+    const session = { user: 'alice' };
+    const store = makeStore();
+    const chain = () => {
+      const pending = pendingCallsLink<ClientTestRouter>({
+        procedures: ['payments.create'],
+        store,
+        user: () => session.user,
+      });
+      const client = createTRPCClient<ClientTestRouter>({
+        links: [pending, ...pinnedLinks(session)],
+      });
+      return { pending, client };
+    };
+    const page = chain();
+    bobSignsInAsAnswerIsLost(session);
+    const info = newInfo();
+    const lost = await failureOf(
+      page.client.payments.create.mutate({ amount: 13 }, { context: { idempotencyInfo: info } }),
+    );
+    expect([lost.cause instanceof IdentityChangedError, isOutcomeUnknown(lost)]).toEqual([true, true]);
+    return { session, store, key: info.key!, page, reload: chain };
+  }
+
+  /** A "try again" of alice's call with its key while bob is signed in: refused, nothing sent, alice's to resume. */
+  async function expectRefusedThenResumedByAlice(
+    run: Awaited<ReturnType<typeof aliceLostThenBob>>,
+    page: { pending: PendingCallsLink<ClientTestRouter>; client: typeof run.page.client },
+  ) {
+    const sentBefore = server.seen.length;
+    const again = await failureOf(
+      page.client.payments.create.mutate({ amount: 13 }, { context: { idempotencyKey: run.key } }),
+    );
+    expect(server.seen.length - sentBefore).toBe(0);
+    expect([again.cause instanceof IdentityChangedError, isOutcomeUnknown(again)]).toEqual([true, true]);
+    expect((await app.rowsPerKey()).get(run.key)).toBe(1);
+    // Nothing of alice's is stored for bob, so bob's resume() cannot send it either; alice's record stays hers.
+    expect(await page.pending.list()).toEqual([]);
+    expect(await page.pending.resume(page.client)).toEqual([]);
+    expect((await run.store.list('alice')).map((c) => c.key)).toEqual([run.key]);
+
+    run.session.user = 'alice';
+    const [resumed] = await page.pending.resume(page.client);
+    expect(resumed).toMatchObject({ status: 'succeeded', replayed: true, call: { key: run.key } });
+    expect((await app.rowsPerKey()).get(run.key)).toBe(1);
+  }
+
+  for (const [name, makeStore] of STORES) {
+    test(`${name}: a "try again" with alice's key while bob is signed in is refused, outcome unknown, left for alice's resume()`, async () => {
+      const run = await aliceLostThenBob(makeStore);
+      await expectRefusedThenResumedByAlice(run, run.page);
+    });
+
+    test(`${name}: after a reload too, the key stays alice's: bob's "try again" with it sends nothing`, async () => {
+      const run = await aliceLostThenBob(makeStore);
+      await expectRefusedThenResumedByAlice(run, run.reload());
+    });
+  }
+
+  test('idempotencyLink alone: a "try again" with the key under the new identity sends nothing, under alice it replays', async () => {
+    const session = { user: 'alice' };
+    const client = createTRPCClient<ClientTestRouter>({
+      links: pinnedLinks(session),
+    });
+    bobSignsInAsAnswerIsLost(session);
+    const info = newInfo();
+    await failureOf(client.payments.create.mutate({ amount: 14 }, { context: { idempotencyInfo: info } }));
+    const again = await failureOf(
+      client.payments.create.mutate({ amount: 14 }, { context: { idempotencyKey: info.key! } }),
+    );
+    expect([again.cause instanceof IdentityChangedError, isOutcomeUnknown(again)]).toEqual([true, true]);
+    expect(server.seen.filter((r) => r.key?.includes(info.key!))).toHaveLength(1);
+
+    session.user = 'alice';
+    const replay = newInfo();
+    await client.payments.create.mutate(
+      { amount: 14 },
+      { context: { idempotencyKey: info.key!, idempotencyInfo: replay } },
+    );
+    expect(replay.replayed).toBe(true);
     expect((await app.rowsPerKey()).get(info.key!)).toBe(1);
   });
 });

@@ -1,4 +1,5 @@
 import { TRPCClientError } from '@trpc/client';
+import { IdentityChangedError } from '../idempotencyError.js';
 
 // A registry symbol: an app bundle that holds two copies of this package must still read one copy's mark.
 const OUTCOME_UNKNOWN = Symbol.for('@trpc-idempotency/client:outcomeUnknown');
@@ -19,4 +20,14 @@ export function markOutcomeUnknown(error: TRPCClientError<any>): void {
 
 export function isMarkedOutcomeUnknown(error: unknown): boolean {
   return typeof error === 'object' && error !== null && OUTCOME_UNKNOWN in error;
+}
+
+/**
+ * The error of a call refused before it sent anything because its key's earlier call ended outcome-unknown under
+ * another identity: still outcome-unknown, so a hook keeps the key and a store keeps the first identity's record.
+ */
+export function refusedUnderAnotherIdentity(path: string, key: string): TRPCClientError<any> {
+  const error = TRPCClientError.from(new IdentityChangedError(path, undefined, key));
+  markOutcomeUnknown(error);
+  return error;
 }

@@ -58,6 +58,8 @@ export interface ResolvedPendingCallsOptions {
   store: PendingCallStore | undefined;
   /** Whether a mutation at `path` is keyed (in `procedures` or `inputKeyed`). */
   isGuarded: (path: string) => boolean;
+  /** Whose calls these are now (the `user` option; `'default'` without it), with a store or not. */
+  user: () => string | null | undefined;
   /** The namespace calls are stored under now: `undefined` without a store, or while signed out. */
   namespace: () => string | undefined;
   /**
@@ -88,6 +90,7 @@ export function resolvePendingCallsOptions(
   return {
     store,
     isGuarded: guarded ? (path) => guarded.has(path) : () => true,
+    user,
     namespace: () => (store ? (user() ?? undefined) : undefined),
     isExpired: (firstSentAt) => {
       if (typeof firstSentAt !== 'number') return true;

@@ -2,6 +2,7 @@ import { type Operation, type OperationResultEnvelope, TRPCClientError } from '@
 import type { AnyRouter } from '@trpc/server';
 import type { Observable, Observer, Unsubscribable } from '@trpc/server/observable';
 import { keyLockName, withLock } from '../internals/crossTabLock.js';
+import { refusedUnderAnotherIdentity } from '../internals/outcome.js';
 import { isOutcomeUnknown } from '../isOutcomeUnknown.js';
 import type { PendingCall, PendingCallStore } from '../pendingStorage/pendingCallStore.js';
 import type { ResolvedPendingCallsOptions } from './options.js';
@@ -16,6 +17,7 @@ export interface CallSession {
   readonly o: ResolvedPendingCallsOptions;
   readonly access: StoreAccess;
   readonly firstSent: Map<string, number>;
+  readonly owners: Map<string, string | null | undefined>;
   hold(key: string): void;
   dropHold(key: string): void;
   isHeld(key: string): boolean;
@@ -124,14 +126,25 @@ export class RecordedCall<TRouter extends AnyRouter> {
   async #begin(fresh: PendingCall, store: PendingCallStore, ns: string): Promise<void> {
     const session = this.#session;
     const key = this.#key;
-    const lookup = this.#unknownHere
-      ? session.access.wait(
-          'list',
-          storeCall(() => store.list(ns)),
-        )
+    // Across a reload the store tells whose the key is: another user's record means that user's call.
+    const owning = this.#unknownHere
+      ? ((
+          await session.access.wait(
+            'namespacesOf',
+            storeCall(() => store.namespacesOf(key)),
+          )
+        )?.value ?? [])
+      : [];
+    const earlier = owning.includes(ns)
+      ? (
+          await session.access.wait(
+            'list',
+            storeCall(() => store.list(ns)),
+          )
+        )?.value.find((c) => c.key === key)
       : undefined;
-    const earlier = lookup && (await lookup)?.value.find((c) => c.key === key);
     if (this.#state === 'done') return; // cancelled during the lookup: nothing written, nothing sent
+    if (owning.length > 0 && !owning.includes(ns)) return this.#refuseOthers(owning[0]);
     if (earlier) {
       this.#resent = true;
       if (session.o.isExpired(earlier.firstSentAt)) return this.#refuseExpired();
@@ -176,6 +189,15 @@ export class RecordedCall<TRouter extends AnyRouter> {
         ),
       ),
     );
+  }
+
+  /** Only another user's namespace holds the key: that user's call, never sent nor recorded under this one. */
+  #refuseOthers(owner: string | undefined): void {
+    this.#finish();
+    this.#session.dropHold(this.#key);
+    this.#session.firstSent.delete(this.#key);
+    this.#session.owners.set(this.#key, owner);
+    this.#observer.error(refusedUnderAnotherIdentity(this.#op.path, this.#key));
   }
 
   /** → `inFlight`: hands the call, with its key and first-sent time, to the next link. */

@@ -2,6 +2,7 @@ import { type Operation, TRPCClientError } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import type { TeardownLogic } from '@trpc/server/observable';
 import { isValidKey, keyText } from '../internals/keyHeaders.js';
+import { refusedUnderAnotherIdentity } from '../internals/outcome.js';
 import type { ResolvedPendingCallsOptions } from './options.js';
 import { type CallNext, type CallObserver, type CallSession, RecordedCall } from './recordedCall.js';
 import { StoreAccess, storeCall } from './storeAccess.js';
@@ -20,6 +21,11 @@ export class PendingCallsRecorder implements CallSession {
    * definitive answer. A copy cancelled before its first attempt forgets the record only when it held it alone.
    */
   readonly #holders = new Map<string, number>();
+  /**
+   * Per key this session sent, the user who first sent it (the `user()` of then). Kept until a definitive answer, and
+   * across `clear()`: a call whose outcome is unknown stays its user's, whoever signs in meanwhile.
+   */
+  readonly owners = new Map<string, string | null | undefined>();
 
   constructor(readonly o: ResolvedPendingCallsOptions) {
     this.access = new StoreAccess(o.onStoreError, o.storeTimeoutMs);
@@ -38,6 +44,14 @@ export class PendingCallsRecorder implements CallSession {
       observer.error(TRPCClientError.from(error as Error));
       return;
     }
+    // A key is its first sender's: under another user (a "try again" after they signed in) its earlier call, whose
+    // outcome may be unknown, would run in their scope and be recorded as theirs. Refused: left to its own user.
+    const user = this.o.user();
+    if (this.owners.has(key) && !Object.is(this.owners.get(key), user)) {
+      observer.error(refusedUnderAnotherIdentity(op.path, key));
+      return;
+    }
+    this.owners.set(key, user);
     return new RecordedCall(this, op, key, next, observer).open();
   }
 
@@ -70,6 +84,7 @@ export class PendingCallsRecorder implements CallSession {
   async forget(ns: string | undefined, key: string): Promise<void> {
     this.firstSent.delete(key);
     this.#holders.delete(key);
+    this.owners.delete(key);
     const { store } = this.o;
     if (ns === undefined || !store) return;
     await storeCall(() => store.remove(ns, key)).catch(this.access.report);

@@ -26,7 +26,7 @@ export class StoreAccess {
    * it answered in time.
    */
   wait<T>(
-    what: 'list' | 'put' | 'remove',
+    what: 'list' | 'namespacesOf' | 'put' | 'remove',
     pending: Promise<T>,
     signal?: AbortSignal | null,
   ): Promise<{ value: T } | undefined> {

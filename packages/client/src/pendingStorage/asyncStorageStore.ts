@@ -1,4 +1,11 @@
-import { byFirstSent, entryPrefix, type PendingCall, type PendingCallStore, storedCall } from './pendingCallStore.js';
+import {
+  byFirstSent,
+  entryNamespace,
+  entryPrefix,
+  type PendingCall,
+  type PendingCallStore,
+  storedCall,
+} from './pendingCallStore.js';
 
 /**
  * The part of React Native's AsyncStorage (`@react-native-async-storage/async-storage`) the store uses:
@@ -37,6 +44,15 @@ export function asyncStorageStore(storage: AsyncStorageLike, options: AsyncStora
     remove: (namespace, key) => storage.removeItem(entryPrefix(prefix, namespace) + key),
     async clear(namespace) {
       await Promise.all((await namesOf(namespace)).map((name) => storage.removeItem(name)));
+    },
+    async namespacesOf(key) {
+      const found: string[] = [];
+      for (const name of await storage.getAllKeys()) {
+        const namespace = entryNamespace(prefix, name, key);
+        if (namespace !== undefined && storedCall(name, entryPrefix(prefix, namespace), await storage.getItem(name)))
+          found.push(namespace);
+      }
+      return found;
     },
   };
 }

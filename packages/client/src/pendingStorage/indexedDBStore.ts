@@ -68,6 +68,12 @@ export function indexedDBStore(options: IndexedDBStoreOptions = {}): PendingCall
       const rows = (await request(tx.objectStore(STORE).index('namespace').getAll(range(namespace)))) as Row[];
       return rows.map(({ key, path, input, firstSentAt }) => ({ key, path, input, firstSentAt })).sort(byFirstSent);
     },
+    async namespacesOf(key) {
+      const tx = (await database()).transaction(STORE, 'readonly');
+      // Primary keys are [namespace, key] pairs: a handful of pending calls, read without their records.
+      const keys = (await request(tx.objectStore(STORE).getAllKeys())) as [string, string][];
+      return keys.filter(([, k]) => k === key).map(([namespace]) => namespace);
+    },
     put: (namespace, call) => write((store) => store.put({ ...call, namespace } satisfies Row)),
     remove: (namespace, key) => write((store) => store.delete([namespace, key])),
     clear: (namespace) =>

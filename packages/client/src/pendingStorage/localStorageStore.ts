@@ -1,4 +1,11 @@
-import { byFirstSent, entryPrefix, type PendingCall, type PendingCallStore, storedCall } from './pendingCallStore.js';
+import {
+  byFirstSent,
+  entryNamespace,
+  entryPrefix,
+  type PendingCall,
+  type PendingCallStore,
+  storedCall,
+} from './pendingCallStore.js';
 
 /** The part of the Web Storage API the store uses (`localStorage`, `sessionStorage`). */
 export interface WebStorageLike {
@@ -55,6 +62,18 @@ export function localStorageStore(options: LocalStorageStoreOptions = {}): Pendi
     async clear(namespace) {
       const s = storage();
       for (const name of namesOf(namespace)) s.removeItem(name);
+    },
+    async namespacesOf(key) {
+      const s = storage();
+      const found: string[] = [];
+      for (let i = 0; i < s.length; i++) {
+        const name = s.key(i) ?? '';
+        const namespace = entryNamespace(prefix, name, key);
+        if (namespace !== undefined && storedCall(name, entryPrefix(prefix, namespace), s.getItem(name))) {
+          found.push(namespace);
+        }
+      }
+      return found;
     },
   };
 }

@@ -27,6 +27,11 @@ export interface PendingCallStore {
   remove(namespace: string, key: string): Promise<void>;
   /** Forgets every call of `namespace` (sign-out). */
   clear(namespace: string): Promise<void>;
+  /**
+   * The namespaces holding a call under `key`. A call belongs to the user who first sent it: `pendingCallsLink` asks
+   * before sending a key it has not sent since the page loaded, and refuses one that is another user's.
+   */
+  namespacesOf(key: string): Promise<string[]>;
 }
 
 /** Parses a stored record, or `undefined` for anything that is not one (another app's entry, a torn write). */
@@ -65,4 +70,22 @@ export function byFirstSent(a: PendingCall, b: PendingCall): number {
 /** `prefix:namespace:` with the namespace escaped, so `a:b` and `a` + `:b` never share entries. */
 export function entryPrefix(prefix: string, namespace: string): string {
   return `${prefix}:${encodeURIComponent(namespace)}:`;
+}
+
+/**
+ * The namespace of entry `name` when it is `prefix:namespace:key` for this `key` (the namespace escaped as
+ * {@link entryPrefix} does), else `undefined`.
+ */
+export function entryNamespace(prefix: string, name: string, key: string): string | undefined {
+  const start = `${prefix}:`;
+  const end = `:${key}`;
+  if (!name.startsWith(start) || !name.endsWith(end) || name.length < start.length + end.length) return undefined;
+  const escaped = name.slice(start.length, name.length - end.length);
+  // An escaped namespace has no ':' (a key may): any other split is another entry's.
+  if (escaped.includes(':')) return undefined;
+  try {
+    return decodeURIComponent(escaped);
+  } catch {
+    return undefined; // not ours
+  }
 }

@@ -18,21 +18,40 @@ import type { AppRouter } from './router.js';
  * The page the hook's browser test drives: the hook in React 19 StrictMode, over the real link chain and
  * a ledger server in the page. `?lose=n` loses the first n answers, `?refuse=n` then refuses the next n
  * (a 401: the session ended), `?store=localStorage|indexedDB` keeps pending calls there, `?retry` sets the
- * mutation's `retry`, `?defaultRetry` the QueryClient's.
+ * mutation's `retry`, `?defaultRetry` the QueryClient's. `?user=alice` pins calls to `session.user` (the links'
+ * `user` and `identity`); `?signInDuring=bob` signs bob in as the first answer is lost. `sentAs` lists who was
+ * signed in as each attempt was sent.
  */
 const params = new URLSearchParams(window.location.search);
 const network = { lose: Number(params.get('lose') ?? 0), refuse: Number(params.get('refuse') ?? 0) };
-const server = ledgerServer(() => (network.lose-- > 0 ? 'lose' : network.refuse-- > 0 ? 'refuse' : 'deliver'));
+const session = { user: params.get('user') ?? 'default' };
+const signInDuring = params.get('signInDuring');
+const sentAs: string[] = [];
+const server = ledgerServer(() => {
+  sentAs.push(session.user);
+  if (network.lose-- > 0) {
+    if (signInDuring) session.user = signInDuring;
+    return 'lose';
+  }
+  return network.refuse-- > 0 ? 'refuse' : 'deliver';
+});
 const store = params.get('store');
 const pending = pendingCallsLink<AppRouter>({
   procedures: ['payments.create'],
+  user: () => session.user,
   ...(store === 'localStorage' && { store: localStorageStore() }),
   ...(store === 'indexedDB' && { store: indexedDBStore() }),
 });
 const client = createTRPCClient<AppRouter>({
   links: [
     pending,
-    idempotencyLink<AppRouter>({ procedures: ['payments.create'], attempts: 2, baseDelayMs: 0, budget: false }),
+    idempotencyLink<AppRouter>({
+      procedures: ['payments.create'],
+      attempts: 2,
+      baseDelayMs: 0,
+      budget: false,
+      identity: () => session.user,
+    }),
     server.link,
   ],
 });
@@ -45,7 +64,7 @@ function App() {
   const pay = useIdempotentMutation(
     trpc.payments.create.mutationOptions(params.has('retry') ? { retry: 2, retryDelay: 0 } : {}),
   );
-  Object.assign(window, { hook: { mutate: pay.mutate, server, network, pending, client } });
+  Object.assign(window, { hook: { mutate: pay.mutate, server, network, pending, client, session, sentAs } });
   const state = {
     status: pay.status,
     key: pay.idempotency.key ?? null,

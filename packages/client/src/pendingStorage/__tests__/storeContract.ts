@@ -9,6 +9,7 @@ export const STORE_CHECKS = [
   'namespaces never see each other, even when one is a prefix of another',
   'clear forgets one namespace only',
   'a new store instance (a reload) lists what the last one stored',
+  'namespacesOf names every namespace holding a key, and only for that key',
 ] as const;
 
 function assertEqual(actual: unknown, expected: unknown, check: string): void {
@@ -81,8 +82,23 @@ export async function storeContract(makeStore: () => PendingCallStore): Promise<
 
   await store.put(ns, c1!);
   assertEqual(await makeStore().list(ns), [c1], STORE_CHECKS[6]);
+  passed.push(STORE_CHECKS[6]);
+
+  // `ns` and `other` hold k-1; a key that ends like another (`1` of `k-1`) or holds ':' is told apart.
+  await store.put(other, call('k-1', 600));
+  await store.put(other, call('a:k-1', 700));
+  assertEqual(
+    [
+      (await makeStore().namespacesOf('k-1')).sort(),
+      await store.namespacesOf('1'),
+      await store.namespacesOf('a:k-1'),
+      await store.namespacesOf('never-stored'),
+    ],
+    [[ns, other].sort(), [], [other], []],
+    STORE_CHECKS[7],
+  );
   await store.clear(ns);
   await store.clear(other);
-  passed.push(STORE_CHECKS[6]);
+  passed.push(STORE_CHECKS[7]);
   return passed;
 }
