@@ -1,9 +1,9 @@
-export { EarlierOutcomeUnknownError } from './earlierOutcomeUnknownError.js';
-export type { IdempotentCall, IdempotentCallResult } from './internals/actionController.js';
-export { type EarlierOutcome, NewInputNotConfirmedError } from './newInputNotConfirmedError.js';
+export { EarlierOutcomeUnknownError } from './earlier-outcome-unknown-error.js';
+export type { IdempotentCall, IdempotentCallResult } from './internals/action-controller.js';
+export { type EarlierOutcome, NewInputNotConfirmedError } from './new-input-not-confirmed-error.js';
 export {
   type IdempotentMutationResult,
   type IdempotentMutationSettings,
   useIdempotentMutation,
-} from './useIdempotentMutation.js';
-export { type ResumePendingCalls, useResumePendingCalls } from './useResumePendingCalls.js';
+} from './use-idempotent-mutation.js';
+export { type ResumePendingCalls, useResumePendingCalls } from './use-resume-pending-calls.js';

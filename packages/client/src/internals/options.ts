@@ -1,10 +1,10 @@
 import type { Operation } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
-import { generateKey } from '../generateKey.js';
-import { type RetryBudget, type RetryBudgetOptions, retryBudget } from '../retryBudget.js';
+import { generateKey } from '../generate-key.js';
+import { type RetryBudget, type RetryBudgetOptions, retryBudget } from '../retry-budget.js';
 import type { IdempotencySettledEvent, MutationPath } from '../types.js';
 import type { Jitter } from './backoff.js';
-import type { OpenTelemetryApi } from './callSpan.js';
+import type { OpenTelemetryApi } from './call-span.js';
 
 /** What `onRetry` gets, just before a retry is sent. */
 export interface RetryEvent {

@@ -1,5 +1,5 @@
 import { TRPCClientError } from '@trpc/client';
-import { IdentityChangedError } from '../idempotencyError.js';
+import { IdentityChangedError } from '../idempotency-error.js';
 
 // A registry symbol: an app bundle that holds two copies of this package must still read one copy's mark.
 const OUTCOME_UNKNOWN = Symbol.for('@trpc-idempotency/client:outcomeUnknown');
