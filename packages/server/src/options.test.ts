@@ -31,3 +31,13 @@ describe('options that become timers', () => {
     expect(() => make({ ttl: 10 * 365 * 86_400_000 })).not.toThrow();
   });
 });
+
+describe('fromInput options', () => {
+  it('refuses options without key or fingerprint, or with one that is not a function, naming it', () => {
+    const idempotency = make({});
+    expect(() => idempotency.fromInput({})).toThrow(/pass `key`, `fingerprint` or both/);
+    expect(() => idempotency.fromInput({ key: 'orderId' as never })).toThrow(/`key` must be a function/);
+    expect(() => idempotency.fromInput({ fingerprint: ['amount'] as never })).toThrow(/`fingerprint` must be/);
+    expect(() => idempotency.fromInput({ key: ({ input }: { input: { id: string } }) => input.id })).not.toThrow();
+  });
+});

@@ -87,6 +87,12 @@ describe('createIdempotency types', () => {
     t.procedure.use(optional.middleware).mutation(({ ctx }) => {
       expectTypeOf(ctx.idempotency).toEqualTypeOf<IdempotencyContext<DB> | null>();
     });
+    t.procedure
+      .input(z.object({ orderId: z.string().optional() }))
+      .use(optional.fromInput({ key: ({ input }) => input.orderId }))
+      .mutation(({ ctx }) => {
+        expectTypeOf(ctx.idempotency).toEqualTypeOf<IdempotencyContext<DB> | null>();
+      });
   });
 
   it('returns migrate and purgeExpired with their result types', () => {

@@ -11,8 +11,8 @@ import type { ScopeStorage } from './call-text.js';
 /** What a resolver behind the middleware finds in `ctx.idempotency`. */
 export interface IdempotencyContext<DB> {
   /**
-   * The call's idempotency key, as the client sent it. Unique only within its scope: never pass it to a provider,
-   * which keys per merchant account; pass `downstreamKey()`.
+   * The call's idempotency key, as the client sent it (or as `fromInput`'s `key` took it from the input). Unique
+   * only within its scope: never pass it to a provider, which keys per merchant account; pass `downstreamKey()`.
    */
   key: string;
   /** The call's scope, as `scope` returned it. */
