@@ -77,6 +77,7 @@ export function createIdempotency<TContext extends object, DB, TRequired extends
     store: dialect.store,
     sql: dialect.sql,
     stepSql: dialect.steps,
+    errors: dialect.errors,
     scopeStorage: dialect,
     cache: resolved.cache === false ? undefined : new ReplayCache(resolved.cache),
     emit: createEmitter(resolved.onEvent),

@@ -1,5 +1,5 @@
 import { MysqlStatements } from '../store/dialects/mysql/mysql-statements.js';
-import { isSqliteBusy } from '../store/dialects/sqlite/sqlite-store.js';
+import { isSqliteBusy } from '../store/dialects/sqlite/sqlite-errors.js';
 import { parseTableName } from '../store/table-name.js';
 import type { DialectBackend } from './dialect-backends.js';
 import { killLeaseHolders } from './harness.js';

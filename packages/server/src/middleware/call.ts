@@ -4,7 +4,7 @@ import type { ReplayCache } from '../cache/replay-cache.js';
 import type { Emit } from '../events.js';
 import type { LeaseRenewer } from '../modes/lease-renewer.js';
 import type { ResolvedOptions } from '../options.js';
-import type { Statements, StepStatements, Store } from '../store/dialects/dialect.js';
+import type { DialectErrors, Statements, StepStatements, Store } from '../store/dialects/dialect.js';
 import type { CallTrace } from '../telemetry/call-trace.js';
 import type { ScopeStorage } from './call-text.js';
 
@@ -82,6 +82,8 @@ export interface Runtime {
   sql: Statements;
   /** Lease mode's durable steps. */
   stepSql: StepStatements;
+  /** What the dialect's driver errors mean. */
+  errors: DialectErrors;
   /** The dialect's name and longest scope: a scope its table cannot hold is refused with a 400 before the claim. */
   scopeStorage: ScopeStorage;
   cache: ReplayCache | undefined;

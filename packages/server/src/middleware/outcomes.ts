@@ -15,7 +15,6 @@ import {
 } from '../serialize/stored-response.js';
 import type { Session } from '../store/dialects/dialect.js';
 import { createHandlerDb } from '../store/handler-db.js';
-import { isCancelled, isLockTimeout, isStoreUnavailable, isUndefinedTable } from '../store/store-errors.js';
 import type { CallTrace } from '../telemetry/call-trace.js';
 import type { Call, IdempotencyContext, MiddlewareResultLike, NextFn, Runtime } from './call.js';
 import { downstreamKey } from './downstream-key.js';
@@ -127,8 +126,9 @@ export function responseTooLarge(rt: Runtime, call: Call, bytes: number, error?:
 
 /** Maps a failure of the claim (nothing of the handler ran yet) to what the client should see. */
 export function claimFailure(rt: Runtime, call: Call, error: unknown): TRPCError {
-  if (isLockTimeout(error) || isCancelled(error)) return conflict(rt, call);
-  if (isStoreUnavailable(error)) {
+  const { errors } = rt;
+  if (errors.isLockTimeout(error) || errors.isCancelled(error)) return conflict(rt, call);
+  if (errors.isUnavailable(error)) {
     if (call.form === 'single') setRetryAfter(call.ctx, RETRY_AFTER_MS);
     return toTRPCError(
       new IdempotencyError(
@@ -138,7 +138,7 @@ export function claimFailure(rt: Runtime, call: Call, error: unknown): TRPCError
       ),
     );
   }
-  if (isUndefinedTable(error)) {
+  if (errors.isUndefinedTable(error)) {
     const table = rt.options.table.qualified;
     return new TRPCError({
       code: 'INTERNAL_SERVER_ERROR',
@@ -150,13 +150,13 @@ export function claimFailure(rt: Runtime, call: Call, error: unknown): TRPCError
 }
 
 /** A failure after the handler ran: nothing was stored, so a retry with the same key runs again or replays. */
-export function completionFailure(error: unknown): TRPCError {
+export function completionFailure(rt: Runtime, error: unknown): TRPCError {
   return new TRPCError({
     code: 'INTERNAL_SERVER_ERROR',
     message:
       error instanceof UnstorableResultError
         ? error.message
-        : isStoreUnavailable(error)
+        : rt.errors.isUnavailable(error)
           ? 'The database connection failed while storing the result: ' +
             'retry with the same key (it replays if the result was stored)'
           : "The handler's transaction could not be committed, nothing was stored: retry with the same key",
@@ -165,9 +165,9 @@ export function completionFailure(error: unknown): TRPCError {
 }
 
 /**
- * Transaction mode's completion found its claim gone before COMMIT (SQLSTATE 22012 from the general path's guarded
- * completion, or ClaimLostError on MySQL and SQLite): the handler deleted or changed its own key's row. Nothing was
- * committed.
+ * Transaction mode's completion found its claim gone before COMMIT (DialectErrors.isClaimLost: the general path's
+ * guarded completion, or ClaimLostError on MySQL and SQLite): the handler deleted or changed its own key's row.
+ * Nothing was committed.
  */
 export function claimLostFailure(error: unknown): TRPCError {
   return new TRPCError({
@@ -180,8 +180,9 @@ export function claimLostFailure(error: unknown): TRPCError {
 }
 
 /**
- * Transaction mode's prepared completion was gone from its connection (SQLSTATE 26000): code on the handler's
- * transaction ran `DEALLOCATE` (its claim, prepared on the same connection, proved it there). Nothing was committed.
+ * Transaction mode's prepared completion was gone from its connection (DialectErrors.isPreparedStatementLost): code
+ * on the handler's transaction ran `DEALLOCATE` (its claim, prepared on the same connection, proved it there).
+ * Nothing was committed.
  */
 export function lostCompletionFailure(error: unknown): TRPCError {
   return new TRPCError({

@@ -36,7 +36,7 @@ export async function endedTransactionFailure(rt: Runtime, call: Call, error: un
     }
     return endedFailure(error);
   }
-  return savepointOrTransactionGone(error) ? endedFailure(error) : undefined;
+  return rt.errors.isTransactionGone(error) ? endedFailure(error) : undefined;
 }
 
 function endedFailure(cause: unknown): TRPCError {
@@ -51,7 +51,8 @@ const LOST =
 
 /**
  * After a transaction-mode completion that changed no row had committed (Postgres reads its row count with the
- * COMMIT's answer, see Statements.complete): the handler deleted or changed its own key's row, and its writes are in.
+ * COMMIT's answer, see PostgresStatements.complete): the handler deleted or changed its own key's row, and its
+ * writes are in.
  * Stores the error returned here on the key, so every retry gets it and the key never runs again (a duplicate that
  * was waiting on the call's row when the handler deleted it, or a database unreachable now, can still run it once
  * more: this is the app's own mistake, caught only where it costs the hot path nothing).
@@ -63,18 +64,4 @@ export async function lostClaimFailure(rt: Runtime, call: Call): Promise<TRPCErr
   const stored = sql.storeLostClaim?.({ ...call, ttlMs: options.ttl }, response);
   if (stored) await store.autocommit([stored]).catch(() => {});
   return new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: LOST });
-}
-
-/**
- * The completion's first statement found no transaction or no savepoint: Postgres' no_active_sql_transaction and
- * invalid_savepoint_specification, MySQL's ER_SP_DOES_NOT_EXIST, SQLite's messages (its errors carry no finer code).
- */
-function savepointOrTransactionGone(error: unknown): boolean {
-  const { code, errno, message } = (error ?? {}) as { code?: unknown; errno?: unknown; message?: unknown };
-  return (
-    code === '25P01' ||
-    code === '3B001' ||
-    errno === 1305 ||
-    /no transaction is active|no such savepoint/.test(String(message))
-  );
 }

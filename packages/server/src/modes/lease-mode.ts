@@ -23,9 +23,6 @@ import { LeaseSteps } from './steps.js';
 const POLL_FIRST_MS = 20;
 const POLL_MAX_MS = 250;
 
-/** Postgres `division_by_zero`: raised on purpose by `completeFenced` when a takeover fenced this owner off. */
-const FENCED = '22012';
-
 /**
  * Lease mode: the claim commits first (in_progress, a lease, a fencing token); the handler's transaction takes the
  * key's advisory lock and holds it while the handler runs, so the claim is taken over only once its lease ran out
@@ -210,7 +207,7 @@ async function runOwned(
       // The app's storeErrors or serializer threw: nothing is stored, the claim must not outlive the call.
       if (!(await rollbackAndFree(rt, session, owner, steps))) throw conflict(rt, call);
       event(rt, call, 'released', error);
-      throw completionFailure(error);
+      throw completionFailure(rt, error);
     }
     if (response === undefined) {
       if (!(await rollbackAndFree(rt, session, owner, steps))) throw conflict(rt, call);
@@ -246,7 +243,7 @@ async function runOwned(
     try {
       await traced(call.trace, SPAN.complete, () => session.commit([sql.completeFenced(owner, response, options.ttl)]));
     } catch (error) {
-      if ((error as { code?: unknown })?.code === FENCED) {
+      if (rt.errors.isFencedOff(error)) {
         // A takeover owns the key now: this owner's writes were rolled back; the new owner's result will answer.
         held?.lose('another call took the key over');
         throw conflict(rt, call);
@@ -257,7 +254,7 @@ async function runOwned(
         throw conflict(rt, call);
       }
       event(rt, call, 'released', error);
-      throw completionFailure(error);
+      throw completionFailure(rt, error);
     }
     if (expiresAt > performance.now())
       rt.cache?.set(call.scope, call.key, { fingerprint: call.fingerprint, response, expiresAt });
@@ -296,7 +293,7 @@ async function lostInStep(
   if (!(await freed(rt, owner, steps))) throw conflict(rt, call);
   event(rt, call, 'released', result.ok ? undefined : result.error);
   if (!result.ok) return result;
-  throw completionFailure(new Error("the handler's transaction could not be opened again after a step"));
+  throw completionFailure(rt, new Error("the handler's transaction could not be opened again after a step"));
 }
 
 /**

@@ -16,16 +16,11 @@ import {
 } from '../middleware/outcomes.js';
 import { oversizedBytes } from '../middleware/response-limit.js';
 import type { Row, Session, Statement } from '../store/dialects/dialect.js';
-import { isExecute, preparedStatementMismatch } from '../store/dialects/postgres/postgres-prepared-statements.js';
+import { isExecute } from '../store/dialects/postgres/postgres-prepared-statements.js';
 import { committedBefore } from '../store/dialects/postgres/postgres-snapshot.js';
 import { traced } from '../telemetry/call-trace.js';
 import { SPAN } from '../telemetry/names.js';
 import { endedTransactionFailure, lostClaimFailure } from './ended-transaction.js';
-
-/** SQLSTATE of a division by zero: the only division in a completion is its guard (see PostgresStatements.complete). */
-const CLAIM_LOST = '22012';
-/** SQLSTATE of an `EXECUTE` of a statement the connection lacks: at the completion, the handler deallocated it. */
-const LOST_STATEMENT = '26000';
 
 /** A claim that found the key taken by a row that then vanished (purged, rolled back) is retried this often. */
 const MAX_CLAIM_ATTEMPTS = 3;
@@ -50,7 +45,7 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
     } catch (error) {
       // The connection had lost the claim's prepared statement, or a pooler put one behind it that another client
       // prepared: the claim failed before anything ran, and the store sends plain texts now. Claim again.
-      if (preparedStatementMismatch(error) && attempt < MAX_CLAIM_ATTEMPTS) continue;
+      if (rt.errors.isPreparedStatementMismatch?.(error) && attempt < MAX_CLAIM_ATTEMPTS) continue;
       throw claimFailure(rt, call, error);
     }
     if (claim.session) return await runOwned(rt, call, next, claim);
@@ -140,7 +135,7 @@ async function runOwned(rt: Runtime, call: Call, next: NextFn, claim: Owned): Pr
     // The app's storeErrors or serializer threw: nothing is stored, the transaction must not outlive the call.
     await session.rollback().catch(() => {});
     event(rt, call, 'released', error);
-    throw completionFailure(error);
+    throw completionFailure(rt, error);
   }
   if (response === undefined) {
     // An error that is not stored: everything rolls back and the key is free again. The client need not wait for
@@ -170,12 +165,11 @@ async function runOwned(rt: Runtime, call: Call, next: NextFn, claim: Owned): Pr
     event(rt, call, 'released', error);
     const ended = await endedTransactionFailure(rt, call, error);
     if (ended) throw ended;
-    const code = (error as { code?: unknown })?.code;
-    throw code === CLAIM_LOST
+    throw rt.errors.isClaimLost(error)
       ? claimLostFailure(error)
-      : code === LOST_STATEMENT
+      : rt.errors.isPreparedStatementLost?.(error)
         ? lostCompletionFailure(error)
-        : completionFailure(error);
+        : completionFailure(rt, error);
   }
   if (changed === 0) {
     const lost = await lostClaimFailure(rt, call);

@@ -23,12 +23,8 @@ function changingOne(sql: string, parameters: readonly unknown[], lost: () => Er
   };
 }
 
-/**
- * A lease owner's completion found its token replaced by a takeover. Carries the SQLSTATE Postgres raises for the
- * same case (`completeFenced` divides by zero there), so the modes see one signal on every dialect.
- */
+/** A lease owner's completion found its token replaced by a takeover (see DialectErrors.isFencedOff). */
 export class FencedOffError extends Error {
-  readonly code = '22012';
   constructor() {
     super('idempotency: this lease owner was fenced off by a takeover; its writes were rolled back');
   }
@@ -37,12 +33,10 @@ export class FencedOffError extends Error {
 /**
  * A transaction-mode completion found no claim of this call to store the result on: something inside the handler's
  * transaction deleted the key's row or marked it done. The transaction is rolled back, so the handler's writes never
- * commit without their stored result; the check is free, the row count comes with the UPDATE we send anyway. Carries
- * the SQLSTATE Postgres' general path raises for the same case (its joined completion divides by zero), so the modes
- * see one signal on every dialect.
+ * commit without their stored result; the check is free, the row count comes with the UPDATE we send anyway (see
+ * DialectErrors.isClaimLost).
  */
 export class ClaimLostError extends Error {
-  readonly code = '22012';
   constructor() {
     super(
       "idempotency: the call's claim was gone at completion (the key's row was deleted or changed inside its transaction)",

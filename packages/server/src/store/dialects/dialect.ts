@@ -2,7 +2,8 @@ import type { QueryExecutor, QueryResult } from 'kysely';
 
 /*
  * The contract every dialect implements (see README.md beside this file): a `StoreDialect` bundles a `Store` (where
- * transactions come from), its `Statements` and `StepStatements` (what runs in them), and the table's DDL and purge. The modes see only these types, never a dialect's files.
+ * transactions come from), its `Statements` and `StepStatements` (what runs in them), `DialectErrors` (what its
+ * driver's errors mean), and the table's DDL and purge. The modes see only these types, never a dialect's files.
  */
 
 /** The SQL dialects the store speaks. */
@@ -188,6 +189,31 @@ export interface StepStatements {
   lapse(owner: LeaseOwner): Statement;
 }
 
+/**
+ * What a dialect's driver errors mean. Each dialect owns its codes (SQLSTATEs, MySQL error numbers, `SQLITE_` codes,
+ * driver messages); the modes ask only these questions.
+ */
+export interface DialectErrors {
+  /** The claim waited `wait` for the in-flight original and gave up: 409. */
+  isLockTimeout(error: unknown): boolean;
+  /** The statement was cancelled (a statement timeout, a KILL): at the claim nothing ran, 409 like a lock timeout. */
+  isCancelled(error: unknown): boolean;
+  /** The key table is missing: `migrate()` was not run. */
+  isUndefinedTable(error: unknown): boolean;
+  /** The database could not be reached or dropped the connection (a wrapped `cause` too): 503 at the claim. */
+  isUnavailable(error: unknown): boolean;
+  /** Lease mode's `completeFenced` found its token replaced by a takeover: nothing of this owner committed. */
+  isFencedOff(error: unknown): boolean;
+  /** Transaction mode's `complete` found no claim of this call to store the result on: nothing committed. */
+  isClaimLost(error: unknown): boolean;
+  /** The completion found no transaction or no savepoint: the handler's own SQL ended the call's transaction. */
+  isTransactionGone(error: unknown): boolean;
+  /** Postgres only: the claim failed before anything ran, the connection's prepared statements not being ours. */
+  isPreparedStatementMismatch?(error: unknown): boolean;
+  /** Postgres only: the prepared completion was gone from its connection (the handler ran DEALLOCATE). */
+  isPreparedStatementLost?(error: unknown): boolean;
+}
+
 /** One dialect's store, statements, errors, DDL and purge, chosen once per `createIdempotency`. */
 export interface StoreDialect {
   readonly name: DialectName;
@@ -195,6 +221,8 @@ export interface StoreDialect {
   readonly sql: Statements;
   /** Lease mode's durable steps (modes/steps.ts). */
   readonly steps: StepStatements;
+  /** What its driver's errors mean. */
+  readonly errors: DialectErrors;
   /** Creates the table and its expiry index if missing; safe when several instances run it at once. */
   migrate(): Promise<void>;
   /** Deletes at most `batchSize` expired rows (never a live lease); returns how many. */

@@ -1,10 +1,11 @@
 import type { Kysely } from 'kysely';
 import type { TableName } from '../../table-name.js';
 import type { StoreDialect } from '../dialect.js';
+import { isDeadlock, mysqlErrors } from './mysql-errors.js';
 import { MIGRATE_LOCK, mysqlMigrationStatements, mysqlPurgeBatchStatement } from './mysql-schema.js';
 import { MysqlStatements } from './mysql-statements.js';
 import { addMysqlStepsColumn, MysqlStepStatements } from './mysql-step-statements.js';
-import { isDeadlock, MysqlStore } from './mysql-store.js';
+import { MysqlStore } from './mysql-store.js';
 
 /**
  * Concurrent purges lock the rows they scan in orders of their own (InnoDB's choice of index), so one may be chosen
@@ -20,6 +21,7 @@ export function createMysqlDialect(db: Kysely<any>, table: TableName, variant?: 
     store,
     sql: new MysqlStatements(table, store.server),
     steps: new MysqlStepStatements(table),
+    errors: mysqlErrors,
     async migrate() {
       const held = await store.hold();
       try {

@@ -13,6 +13,7 @@ import {
   type Step,
   type StepConnection,
 } from '../dialect.js';
+import { isDuplicateKey } from './mysql-errors.js';
 import { hexBytes, hexText, lockWaitSeconds } from './mysql-literal.js';
 
 /**
@@ -58,11 +59,6 @@ function stored(response: string, ttlMs: number): string {
 
 function expiredAndFree(a: string): string {
   return `(${a}.expires_at <= ${NOW_MS} AND NOT (${a}.status = 'in_progress' AND ${a}.locked_until > ${NOW_MS}))`;
-}
-
-/** MySQL's ER_DUP_ENTRY: the key is taken (by a committed row, or one we waited for until it committed). */
-export function isDuplicateKey(error: unknown): boolean {
-  return (error as { errno?: unknown })?.errno === 1062;
 }
 
 /**

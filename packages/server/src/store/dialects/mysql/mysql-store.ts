@@ -3,15 +3,9 @@ import { ConnectionSession, runSteps } from '../../connection/connection-session
 import { ConnectionStore } from '../../connection/connection-store.js';
 import { type HeldConnection, holdConnection } from '../../connection/held-connection.js';
 import type { Row, Session, Statement } from '../dialect.js';
+import { isDeadlock } from './mysql-errors.js';
 import type { MysqlServer } from './mysql-statements.js';
 
-/** MySQL's ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back. */
-const DEADLOCK = 1213;
-
-/** The error is a deadlock: its transaction (or autocommit statement) was rolled back whole and can run again. */
-export function isDeadlock(error: unknown): boolean {
-  return (error as { errno?: unknown })?.errno === DEADLOCK;
-}
 /**
  * Opens our transactions READ WRITE: a session's `SET SESSION TRANSACTION READ ONLY`, left on a pooled connection by
  * a handler's raw SQL, never reaches the next calls' claims (their isolation stays the app's, see MysqlStore).

@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import type { TableName } from '../../table-name.js';
 import type { StoreDialect } from '../dialect.js';
 import type { PgPoolLike } from './pg-pool-like.js';
+import { postgresErrors } from './postgres-errors.js';
 import { PreparedStatements } from './postgres-prepared-statements.js';
 import { migrationStatements, purgeBatchStatement } from './postgres-schema.js';
 import { PostgresStatements } from './postgres-statements.js';
@@ -18,6 +19,7 @@ export function createPostgresDialect(db: Kysely<any>, table: TableName, pool: P
     store,
     sql: new PostgresStatements(table, prepared, pool !== undefined),
     steps: new PostgresStepStatements(table),
+    errors: postgresErrors,
     async migrate() {
       const { session } = await store.begin([...migrationStatements(table), addStepsColumn(table)]);
       await session.commit([]);

@@ -9,6 +9,7 @@ import { type HeldConnection, holdConnection } from '../../connection/held-conne
 import { SessionConnectionProvider } from '../../handler-db.js';
 import { CommitRolledBackError, runThenRollback } from '../../session.js';
 import type { Row, Session } from '../dialect.js';
+import { DIVISION_BY_ZERO } from './postgres-errors.js';
 import { isExecute, noticeLostStatements, type PreparedStatements, prepareOn } from './postgres-prepared-statements.js';
 import { BEGIN } from './postgres-statements.js';
 
@@ -96,9 +97,6 @@ export class KyselySession implements Session {
   }
 }
 
-/** SQLSTATE of a division by zero: the only division in a joined claim is the check that fails unless it owns the key. */
-const NOT_CLAIMED = '22012';
-
 /**
  * The general path on a driver that sends a text without parameters as one simple-protocol round trip, however
  * many statements it holds (node-postgres through Kysely's PostgresDialect; `Store` probes for it once). Kysely
@@ -161,7 +159,7 @@ export class JoinedSession implements Session {
       await session.#send([BEGIN, ...statements, check]);
       return { session, owned: true };
     } catch (error) {
-      if ((error as { code?: unknown })?.code === NOT_CLAIMED) {
+      if ((error as { code?: unknown })?.code === DIVISION_BY_ZERO) {
         try {
           await session.#send([rollbackToSavepoint]);
           return { session, owned: false };

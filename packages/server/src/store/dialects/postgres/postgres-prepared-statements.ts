@@ -48,7 +48,7 @@ export function preparedStatementMismatch(error: unknown): boolean {
 }
 
 /** SQLSTATE 26000: an `EXECUTE` of a statement this connection does not have. */
-function lostPreparedStatement(error: unknown): boolean {
+export function lostPreparedStatement(error: unknown): boolean {
   return (error as { code?: unknown } | null)?.code === '26000';
 }
 

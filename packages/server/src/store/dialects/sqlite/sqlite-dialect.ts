@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { TableName } from '../../table-name.js';
 import type { StoreDialect } from '../dialect.js';
+import { sqliteErrors } from './sqlite-errors.js';
 import { sqliteMigrationStatements, sqlitePurgeBatchStatement } from './sqlite-schema.js';
 import { SqliteStatements } from './sqlite-statements.js';
 import { addSqliteStepsColumn, SqliteStepStatements } from './sqlite-step-statements.js';
@@ -14,6 +15,7 @@ export function createSqliteDialect(db: Kysely<any>, table: TableName, waitMs: n
     store,
     sql: new SqliteStatements(table),
     steps: new SqliteStepStatements(table),
+    errors: sqliteErrors,
     async migrate() {
       await store.write(sqliteMigrationStatements(table));
       await addSqliteStepsColumn(store, table);

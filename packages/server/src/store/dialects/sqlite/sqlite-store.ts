@@ -5,6 +5,7 @@ import { ConnectionStore } from '../../connection/connection-store.js';
 import { type HeldConnection, holdConnection } from '../../connection/held-connection.js';
 import { runThen } from '../../session.js';
 import type { Row, Session, Statement } from '../dialect.js';
+import { isSqliteBusy } from './sqlite-errors.js';
 
 /** First and largest pause between two tries for the write lock another process holds. */
 const BUSY_FIRST_MS = 2;
@@ -24,12 +25,6 @@ function lockWaitOf(statements: readonly Statement[]): number | undefined {
   const first = statements[0];
   const bound = typeof first === 'function' ? first.lockWaitMs : undefined;
   return bound === undefined ? undefined : Math.max(bound, CLAIM_WAIT_FLOOR_MS);
-}
-
-/** SQLITE_BUSY (better-sqlite3 and libSQL both name it in `code`): another connection holds the write lock. */
-export function isSqliteBusy(error: unknown): boolean {
-  const code = (error as { code?: unknown })?.code;
-  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
 }
 
 /** `free` arrives as 0 / 1 (or NULL); integers may arrive as bigint (libSQL's `intMode: 'bigint'`). */

@@ -5,7 +5,8 @@ import { createTestDatabase, type TestDatabase } from '@trpc-idempotency/test-db
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { isLockTimeout, isStoreUnavailable, isUndefinedTable } from './store-errors.js';
+import { postgresErrors } from './postgres/postgres-errors.js';
+import { sqliteErrors } from './sqlite/sqlite-errors.js';
 
 async function errorOf(promise: Promise<unknown>): Promise<unknown> {
   try {
@@ -25,7 +26,7 @@ describe('telling an unreachable database from a failing statement (real errors)
 
   it('calls a refused connection unavailable', async () => {
     const pool = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/none' });
-    expect(isStoreUnavailable(await errorOf(pool.query('select 1')))).toBe(true);
+    expect(postgresErrors.isUnavailable(await errorOf(pool.query('select 1')))).toBe(true);
     await pool.end();
   });
 
@@ -34,7 +35,7 @@ describe('telling an unreachable database from a failing statement (real errors)
     const pool = new pg.Pool({ connectionString: tdb.url, max: 1, connectionTimeoutMillis: 30_000 });
     const held = await pool.connect();
     pool.options.connectionTimeoutMillis = 50;
-    expect(isStoreUnavailable(await errorOf(pool.connect()))).toBe(true);
+    expect(postgresErrors.isUnavailable(await errorOf(pool.connect()))).toBe(true);
     held.release();
     await pool.end();
   });
@@ -46,15 +47,15 @@ describe('telling an unreachable database from a failing statement (real errors)
     const pid = (await client.query('select pg_backend_pid() as pid')).rows[0].pid;
     const failing = errorOf(client.query('select pg_sleep(5)'));
     await tdb.pool.query('select pg_terminate_backend($1)', [pid]);
-    expect(isStoreUnavailable(await failing)).toBe(true);
+    expect(postgresErrors.isUnavailable(await failing)).toBe(true);
     await client.end().catch(() => {});
   });
 
   it('does not call SQL errors unavailable, and names lock timeouts and missing tables', async () => {
     const syntax = await errorOf(tdb.pool.query('selec 1'));
-    expect(isStoreUnavailable(syntax)).toBe(false);
+    expect(postgresErrors.isUnavailable(syntax)).toBe(false);
     const missing = await errorOf(tdb.pool.query('select * from no_such_table'));
-    expect([isStoreUnavailable(missing), isUndefinedTable(missing)]).toEqual([false, true]);
+    expect([postgresErrors.isUnavailable(missing), postgresErrors.isUndefinedTable(missing)]).toEqual([false, true]);
     await tdb.pool.query('create table locked (id int primary key)');
     const a = await tdb.pool.connect();
     const b = await tdb.pool.connect();
@@ -64,7 +65,7 @@ describe('telling an unreachable database from a failing statement (real errors)
       await b.query('begin');
       await b.query("set local lock_timeout = '20ms'");
       const timeout = await errorOf(b.query('insert into locked values (1) on conflict do nothing'));
-      expect([isStoreUnavailable(timeout), isLockTimeout(timeout)]).toEqual([false, true]);
+      expect([postgresErrors.isUnavailable(timeout), postgresErrors.isLockTimeout(timeout)]).toEqual([false, true]);
     } finally {
       await b.query('rollback');
       await a.query('rollback');
@@ -87,8 +88,8 @@ describe('telling a SQLite file that cannot be opened from a failing statement (
   it('calls a file in a missing directory, or a path that is no file, unavailable (a volume gone)', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'store-errors-'));
     try {
-      expect(isStoreUnavailable(opening(join(dir, 'missing', 'x.db')))).toBe(true);
-      expect(isStoreUnavailable(opening(dir))).toBe(true);
+      expect(sqliteErrors.isUnavailable(opening(join(dir, 'missing', 'x.db')))).toBe(true);
+      expect(sqliteErrors.isUnavailable(opening(dir))).toBe(true);
       const db = new Database(join(dir, 'ok.db'));
       const syntax = (() => {
         try {
@@ -97,7 +98,7 @@ describe('telling a SQLite file that cannot be opened from a failing statement (
           return error;
         }
       })();
-      expect(isStoreUnavailable(syntax)).toBe(false);
+      expect(sqliteErrors.isUnavailable(syntax)).toBe(false);
       db.close();
     } finally {
       await rm(dir, { recursive: true, force: true });
