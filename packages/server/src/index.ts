@@ -14,4 +14,5 @@ export type { FromInputOptions } from './middleware/input-source.js';
 export type { IdempotencyMode, IdempotencyOptions } from './options.js';
 export { defaultSerializer, type Serializer } from './serialize/serializer.js';
 export type { PgClientLike, PgPoolLike } from './store/dialects/postgres/pg-pool-like.js';
+export type { PostgresOptions } from './store/dialects/postgres/postgres-options.js';
 export type { OpenTelemetryApi } from './telemetry/otel-api.js';

@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from './index.js';
@@ -39,5 +39,30 @@ describe('fromInput options', () => {
     expect(() => idempotency.fromInput({ key: 'orderId' as never })).toThrow(/`key` must be a function/);
     expect(() => idempotency.fromInput({ fingerprint: ['amount'] as never })).toThrow(/`fingerprint` must be/);
     expect(() => idempotency.fromInput({ key: ({ input }: { input: { id: string } }) => input.id })).not.toThrow();
+  });
+});
+
+/** The pg Pool is a Postgres option (`postgres: { pool }`); the top-level `pool` is its deprecated spelling. */
+describe('the Postgres pool option', () => {
+  it('takes the pool as `postgres.pool`, checked like `pool`, and the deprecated `pool` as before', () => {
+    expect(() => make({ postgres: { pool } })).not.toThrow();
+    expect(() => make({ postgres: { pool: {} } })).toThrow(/`postgres\.pool` must be a `pg` Pool/);
+    expect(() => make({ pool })).not.toThrow();
+    expect(() => make({ pool: {} })).toThrow(/`pool` must be a `pg` Pool/);
+    expect(() => make({ pool, postgres: { pool } })).not.toThrow();
+  });
+
+  it('refuses two different pools', () => {
+    const other = new pg.Pool({ connectionString: 'postgres://nobody@127.0.0.1:1/none', max: 1 });
+    expect(() => make({ pool, postgres: { pool: other } })).toThrow(/pass the `pg` Pool once/);
+  });
+
+  it('refuses a pg Pool on another dialect, under either name', async () => {
+    const database = async () => Promise.reject(new Error('never opened: options are checked first'));
+    const sqlite = new Kysely<unknown>({ dialect: new SqliteDialect({ database }) });
+    for (const opts of [{ pool }, { postgres: { pool } }]) {
+      expect(() => createIdempotency({ db: sqlite, scope: () => 's', ...opts })).toThrow(/does not apply to sqlite/);
+    }
+    await sqlite.destroy();
   });
 });

@@ -6,6 +6,7 @@ import { DEFAULT_ENCODE_LIMITS, type EncodeLimits } from './fingerprint/canonica
 import { defaultSerializer, type Serializer } from './serialize/serializer.js';
 import type { DialectName } from './store/dialects/dialect.js';
 import type { PgPoolLike } from './store/dialects/postgres/pg-pool-like.js';
+import type { PostgresOptions } from './store/dialects/postgres/postgres-options.js';
 import { parseTableName, type TableName } from './store/table-name.js';
 import type { OpenTelemetryApi } from './telemetry/otel-api.js';
 
@@ -93,9 +94,11 @@ export interface IdempotencyOptions<TContext, DB, TRequired extends boolean = tr
    * OpenTelemetry runs or loads. Default: none.
    */
   telemetry?: OpenTelemetryApi;
+  /** Options of the Postgres dialect: `pool`, the raw `pg` `Pool` behind `db`, enables the fast path. */
+  postgres?: PostgresOptions;
   /**
-   * The raw `pg` `Pool` behind `db` (the same database). Enables the fast path: the claim and the completion each
-   * travel as one multi-statement round trip. Without it everything works through Kysely, with more round trips.
+   * @deprecated Pass it as `postgres: { pool }`; this spelling still works and means the same. The raw `pg` `Pool`
+   * behind `db`, for the fast path.
    */
   pool?: PgPoolLike;
   /**
@@ -122,7 +125,8 @@ export interface ResolvedOptions<TContext> {
   inputLimits: EncodeLimits;
   onEvent: ((event: IdempotencyEvent) => void) | undefined;
   telemetry: OpenTelemetryApi | undefined;
-  pool: PgPoolLike | undefined;
+  /** The Postgres dialect's options, `pool` from `postgres.pool` or the deprecated top-level `pool`. */
+  postgres: { pool: PgPoolLike | undefined };
   dialect: DialectName | undefined;
   cache: false | { maxEntries: number; maxBytes: number };
 }
@@ -177,7 +181,7 @@ export function resolveOptions<TContext, DB>(
     },
     onEvent: opts.onEvent,
     telemetry: checkTelemetry(opts.telemetry),
-    pool: checkPool(opts.pool),
+    postgres: { pool: resolvePool(opts.postgres?.pool, opts.pool) },
     dialect: checkDialect(opts.dialect),
     cache:
       cache === false
@@ -235,9 +239,15 @@ function checkTelemetry(api: OpenTelemetryApi | undefined): OpenTelemetryApi | u
   return api;
 }
 
-function checkPool(pool: PgPoolLike | undefined): PgPoolLike | undefined {
-  if (pool !== undefined && typeof pool?.connect !== 'function') {
-    throw new TypeError('createIdempotency: `pool` must be a `pg` Pool (an object with `connect()`)');
+/** `postgres.pool`, or the deprecated top-level `pool`; both may be given only as the same pool. */
+function resolvePool(pool: PgPoolLike | undefined, deprecated: PgPoolLike | undefined): PgPoolLike | undefined {
+  if (pool !== undefined && deprecated !== undefined && pool !== deprecated) {
+    throw new TypeError('createIdempotency: pass the `pg` Pool once, as `postgres.pool` (`pool` is its old spelling)');
   }
-  return pool;
+  const name = pool !== undefined ? '`postgres.pool`' : '`pool`';
+  const chosen = pool ?? deprecated;
+  if (chosen !== undefined && typeof chosen?.connect !== 'function') {
+    throw new TypeError(`createIdempotency: ${name} must be a \`pg\` Pool (an object with \`connect()\`)`);
+  }
+  return chosen;
 }

@@ -141,7 +141,7 @@ export function makeApp(
   const control: Control = { runs: 0, takeovers: [] };
   const idempotency = createIdempotency({
     db: backend.db,
-    pool: backend.pool,
+    postgres: { pool: backend.pool },
     scope: ({ ctx }: { ctx: Ctx }) => `user:${ctx.userId}`,
     onEvent: (e) => events.push(e),
     ...opts,

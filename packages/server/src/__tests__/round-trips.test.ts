@@ -45,6 +45,21 @@ describe('round trips per call', () => {
   });
   afterAll(() => backend?.close());
 
+  // `postgres: { pool }` is where the pool goes; the top-level `pool` (deprecated) still means the same.
+  for (const where of ['postgres.pool', 'pool'] as const) {
+    it(`pg fast path through \`${where}\`: the claim and the completion each one round trip on the pool`, async () => {
+      const counting = countingPool(backend.newPool());
+      const db = new Kysely<AppDB>({ dialect: new PostgresDialect({ pool: counting.pool as never }) });
+      const pool = counting.pool as never;
+      const app = makeApp({ db, pool: undefined }, where === 'pool' ? { pool } : { postgres: { pool } });
+      await app.caller(`rt-where-${where}`, 'rt').payments.create({ amount: 1 });
+      // Preparing (once per connection), the claim batch, the handler's INSERT and the completion batch.
+      expect(counting.sent).toHaveLength(4);
+      expect(counting.sent[1]).toMatch(/^BEGIN[^;]*;\nEXECUTE trpc_idempotency_lift_/);
+      expect(counting.sent[3]).toMatch(/;\nCOMMIT$/);
+    });
+  }
+
   it('pg fast path, transaction mode: 2 of ours on a first execution, 0 on a cached replay', async () => {
     const raw = backend.newPool();
     raw.options.max = 1; // one connection, so the second call finds what the first prepared

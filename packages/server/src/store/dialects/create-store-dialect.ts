@@ -3,24 +3,26 @@ import type { TableName } from '../table-name.js';
 import { detectDialect } from './detect-dialect.js';
 import type { DialectName, StoreDialect } from './dialect.js';
 import { createMysqlDialect } from './mysql/mysql-dialect.js';
-import type { PgPoolLike } from './postgres/pg-pool-like.js';
 import { createPostgresDialect } from './postgres/postgres-dialect.js';
+import type { PostgresOptions } from './postgres/postgres-options.js';
 import { createSqliteDialect } from './sqlite/sqlite-dialect.js';
 
 export interface StoreDialectOptions {
   dialect: DialectName | undefined;
   table: TableName;
-  pool: PgPoolLike | undefined;
+  postgres: PostgresOptions;
   wait: number;
 }
 
 /** The store, statements, DDL and purge for `db`'s dialect. */
 export function createStoreDialect(db: Kysely<any>, options: StoreDialectOptions): StoreDialect {
   const name = detectDialect(db, options.dialect);
-  if (name !== 'postgres' && options.pool !== undefined) {
-    throw new TypeError(`createIdempotency: \`pool\` is the pg fast path; it does not apply to ${name}`);
+  if (name !== 'postgres' && options.postgres.pool !== undefined) {
+    throw new TypeError(
+      `createIdempotency: \`postgres.pool\` (or \`pool\`) is the pg fast path; it does not apply to ${name}`,
+    );
   }
   if (name === 'mysql') return createMysqlDialect(db, options.table);
   if (name === 'sqlite') return createSqliteDialect(db, options.table, options.wait);
-  return createPostgresDialect(db, options.table, options.pool);
+  return createPostgresDialect(db, options.table, options.postgres);
 }

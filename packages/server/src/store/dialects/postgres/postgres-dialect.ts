@@ -1,8 +1,8 @@
 import type { Kysely } from 'kysely';
 import type { TableName } from '../../table-name.js';
 import type { StoreDialect } from '../dialect.js';
-import type { PgPoolLike } from './pg-pool-like.js';
 import { postgresErrors } from './postgres-errors.js';
+import type { PostgresOptions } from './postgres-options.js';
 import { PreparedStatements } from './postgres-prepared-statements.js';
 import { migrationStatements, purgeBatchStatement } from './postgres-schema.js';
 import { PostgresStatements } from './postgres-statements.js';
@@ -10,7 +10,7 @@ import { addStepsColumn, PostgresStepStatements } from './postgres-step-statemen
 import { PostgresStore } from './postgres-store.js';
 
 /** Postgres (pg with or without the `pool` fast path, PGlite): SQL text with embedded literals. */
-export function createPostgresDialect(db: Kysely<any>, table: TableName, pool: PgPoolLike | undefined): StoreDialect {
+export function createPostgresDialect(db: Kysely<any>, table: TableName, { pool }: PostgresOptions): StoreDialect {
   // Prepared once per connection where the store holds its connections (see postgres-prepared-statements.ts and PostgresStore).
   const prepared = new PreparedStatements();
   const store = new PostgresStore(db, pool, table, prepared);
