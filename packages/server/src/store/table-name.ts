@@ -22,7 +22,8 @@ export function parseTableName(table: string): TableName {
   const parts = typeof table === 'string' ? table.split('.') : [];
   if (parts.length < 1 || parts.length > 2 || !parts.every((p) => PART.test(p))) {
     throw new TypeError(
-      `createIdempotency: \`table\` must be \`name\` or \`schema.name\`, each part 1–63 letters, digits, _ or $, not starting with a digit or $ (got ${JSON.stringify(table)})`,
+      'createIdempotency: `table` must be `name` or `schema.name`, each part 1–63 letters, digits, _ or $, ' +
+        `not starting with a digit or $ (got ${JSON.stringify(table)})`,
     );
   }
   const name = parts[parts.length - 1]!;

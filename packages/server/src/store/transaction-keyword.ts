@@ -5,7 +5,8 @@
 export class TransactionControlError extends Error {
   constructor(text: string) {
     super(
-      `ctx.idempotency.db cannot end the call's transaction (refused: ${JSON.stringify(text.slice(0, 80))}): the middleware commits the handler's writes together with their stored result`,
+      `ctx.idempotency.db cannot end the call's transaction (refused: ${JSON.stringify(text.slice(0, 80))}): ` +
+        "the middleware commits the handler's writes together with their stored result",
     );
   }
 }
@@ -22,5 +23,8 @@ export function startsWithTransactionKeyword(text: string): boolean {
   return TRANSACTION_KEYWORD.test(text);
 }
 
-const TRANSACTION_KEYWORD =
-  /^\s*(?:begin|start|commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|prepare\s+transaction|xa|use|set\s+(?:@@(?:session\.)?|session\s+|local\s+)?autocommit)\b/i;
+const TRANSACTION_KEYWORD = new RegExp(
+  String.raw`^\s*(?:begin|start|commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|` +
+    String.raw`prepare\s+transaction|xa|use|set\s+(?:@@(?:session\.)?|session\s+|local\s+)?autocommit)\b`,
+  'i',
+);

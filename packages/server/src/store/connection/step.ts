@@ -39,7 +39,8 @@ export class FencedOffError extends Error {
 export class ClaimLostError extends Error {
   constructor() {
     super(
-      "idempotency: the call's claim was gone at completion (the key's row was deleted or changed inside its transaction)",
+      "idempotency: the call's claim was gone at completion " +
+        "(the key's row was deleted or changed inside its transaction)",
     );
   }
 }

@@ -36,6 +36,7 @@ export function detectDialect(db: Kysely<any>, named: DialectName | undefined): 
     if (returning === true && ddl === false) return 'sqlite';
   }
   throw new TypeError(
-    `createIdempotency: cannot tell the SQL dialect of \`db\` (adapter ${adapter.constructor?.name ?? 'unknown'}): pass \`dialect: 'postgres' | 'mysql' | 'sqlite'\``,
+    `createIdempotency: cannot tell the SQL dialect of \`db\` (adapter ${adapter.constructor?.name ?? 'unknown'}): ` +
+      `pass \`dialect: 'postgres' | 'mysql' | 'sqlite'\``,
   );
 }

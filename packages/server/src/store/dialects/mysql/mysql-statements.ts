@@ -35,7 +35,8 @@ const HOLD_LOCK_WAIT_S = 10;
  * trip when it was taken once (or not at all: RELEASE_LOCK then answers NULL, or 0 if another connection holds it).
  */
 function releaseLock(name: string): Step {
-  const release = `SELECT RELEASE_LOCK(${name}) AS released, COALESCE(IS_USED_LOCK(${name}) = CONNECTION_ID(), 0) AS still_ours`;
+  const release =
+    `SELECT RELEASE_LOCK(${name}) AS released, ` + `COALESCE(IS_USED_LOCK(${name}) = CONNECTION_ID(), 0) AS still_ours`;
   return async (c) => {
     while (Number((await c.query(release)).rows[0]?.still_ours) === 1) {}
     return [];
@@ -85,8 +86,10 @@ export class MysqlStatements implements Statements {
   }
 
   claimTransaction(v: ClaimValues, lockTimeoutMs?: number): Step[] {
-    const insert = `INSERT INTO ${this.#t} (scope, \`key\`, fingerprint, path, status, created_at, expires_at)
-VALUES (${hexText(v.scope, MAX_SCOPE_BYTES)}, ${hexText(v.key)}, ${hexText(v.fingerprint)}, ${hexText(v.path)}, 'in_progress',
+    const insert =
+      `INSERT INTO ${this.#t} (scope, \`key\`, fingerprint, path, status, created_at, expires_at)
+VALUES (${hexText(v.scope, MAX_SCOPE_BYTES)}, ${hexText(v.key)}, ${hexText(v.fingerprint)}, ` +
+      `${hexText(v.path)}, 'in_progress',
   ${NOW_MS}, ${NOW_MS} + ${int(v.ttlMs)})`;
     return [this.#insertClaim(insert, v.ttlMs, lockTimeoutMs)];
   }
@@ -110,8 +113,11 @@ WHERE ${this.#where('k', v)} AND ${expiredAndFree('k')}`;
    */
   claimLease(v: LeaseClaim): Step {
     const lock = this.leaseLockName(v);
-    const insert = `INSERT INTO ${this.#t} (scope, \`key\`, fingerprint, path, status, token, locked_until, created_at, expires_at)
-SELECT ${hexText(v.scope, MAX_SCOPE_BYTES)}, ${hexText(v.key)}, ${hexText(v.fingerprint)}, ${hexText(v.path)}, 'in_progress',
+    const insert =
+      `INSERT INTO ${this.#t} (scope, \`key\`, fingerprint, path, status, ` +
+      `token, locked_until, created_at, expires_at)
+SELECT ${hexText(v.scope, MAX_SCOPE_BYTES)}, ${hexText(v.key)}, ${hexText(v.fingerprint)}, ` +
+      `${hexText(v.path)}, 'in_progress',
   ${hexText(v.token)}, ${NOW_MS} + ${int(v.leaseMs)}, ${NOW_MS}, ${NOW_MS} + ${int(v.ttlMs)}
 FROM DUAL WHERE GET_LOCK(${lock}, 0) = 1`;
     return async (c) => {
@@ -182,7 +188,8 @@ FROM ${this.#t} AS t WHERE ${this.#where('t', r)}`);
     // (modes/ended-transaction.ts). MySQL 8 has no such variable (docs/reliability.md, "Trust boundary").
     return completing(
       `UPDATE ${this.#t} AS k SET ${stored(response, ttlMs)}
-WHERE ${this.#where('k', r)} AND k.status = 'in_progress' AND k.token IS NULL${this.#server.mariadb ? ' AND @@in_transaction = 1' : ''}`,
+WHERE ${this.#where('k', r)} AND k.status = 'in_progress' ` +
+        `AND k.token IS NULL${this.#server.mariadb ? ' AND @@in_transaction = 1' : ''}`,
     );
   }
 
@@ -250,7 +257,8 @@ WHERE ${this.#owner('k', o, !o.locked)}${o.locked ? ` AND ${lockHeld}` : ''}`,
         const { rows } = await c.query(
           // Already ours when a takeover of an in_progress row took it on this connection: not taken twice, so one
           // RELEASE_LOCK frees it.
-          `SELECT CASE WHEN IS_USED_LOCK(${lock}) = CONNECTION_ID() THEN 1 ELSE GET_LOCK(${lock}, ${HOLD_LOCK_WAIT_S}) END AS locked
+          `SELECT CASE WHEN IS_USED_LOCK(${lock}) = CONNECTION_ID() THEN 1 ` +
+            `ELSE GET_LOCK(${lock}, ${HOLD_LOCK_WAIT_S}) END AS locked
 FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`,
         );
         locked = Number(rows[0]?.locked) === 1;
@@ -297,7 +305,10 @@ FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`,
    * make one wait for the other's lock or answer 409 a while longer, never run twice: the row decides ownership.
    */
   #lockName(scope: string, key: string): string {
-    return `CONCAT('trpc-idempotency:', LEFT(SHA2(CONCAT(${this.#lockTable}, X'1F', ${scope}, X'1F', ${key}), 256), 40))`;
+    return (
+      `CONCAT('trpc-idempotency:', LEFT(SHA2(CONCAT(${this.#lockTable}` +
+      `, X'1F', ${scope}, X'1F', ${key}), 256), 40))`
+    );
   }
 
   #where(a: string, r: RowKey): string {
@@ -351,7 +362,8 @@ FROM ${this.#t} AS k WHERE ${this.#owner('k', r, false)}`,
     }
     const seconds = lockWaitSeconds(Math.max(ms, 1));
     await c.query(
-      `SET @trpc_idempotency_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ${seconds}`,
+      `SET @trpc_idempotency_lock_wait = @@SESSION.innodb_lock_wait_timeout, ` +
+        `SESSION innodb_lock_wait_timeout = ${seconds}`,
     );
     try {
       return await c.query(statement);

@@ -4,7 +4,7 @@ import { type LeaseOwner, MAX_SCOPE_BYTES, type Step, type StepConnection, type 
 import { hexBytes, hexText } from './mysql-literal.js';
 import { NOW_MS } from './mysql-statements.js';
 
-/** Lease mode's durable steps on MySQL / MariaDB (see StepStatements in ../dialect.ts); values travel as hex literals. */
+/** Lease mode's durable steps on MySQL / MariaDB (StepStatements in ../dialect.ts); values travel as hex literals. */
 export class MysqlStepStatements implements StepStatements {
   readonly #t: string;
 
@@ -28,8 +28,11 @@ export class MysqlStepStatements implements StepStatements {
 }
 
 function owns(o: LeaseOwner): string {
-  return `k.scope = ${hexText(o.scope, MAX_SCOPE_BYTES)} AND k.\`key\` = ${hexText(o.key)} AND k.token = ${hexText(o.token)}
-  AND k.status = 'in_progress'`;
+  return (
+    `k.scope = ${hexText(o.scope, MAX_SCOPE_BYTES)} AND k.\`key\` = ${hexText(o.key)} ` +
+    `AND k.token = ${hexText(o.token)}
+  AND k.status = 'in_progress'`
+  );
 }
 
 /**
@@ -40,7 +43,8 @@ export async function addMysqlStepsColumn(held: StepConnection, table: TableName
   const { schema, name } = table.parts;
   const { rows } = await held.query(
     `SELECT COUNT(*) AS n FROM information_schema.columns
-WHERE table_schema = ${schema ? hexText(schema) : 'DATABASE()'} AND table_name = ${hexText(name)} AND column_name = 'steps'`,
+WHERE table_schema = ${schema ? hexText(schema) : 'DATABASE()'} AND table_name = ${hexText(name)} ` +
+      `AND column_name = 'steps'`,
   );
   if (Number(rows[0]?.n) > 0) return;
   await held.query(`ALTER TABLE ${quoted(table)} ADD COLUMN steps LONGBLOB NULL`);

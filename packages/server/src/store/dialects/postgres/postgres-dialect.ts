@@ -11,7 +11,8 @@ import { PostgresStore } from './postgres-store.js';
 
 /** Postgres (pg with or without the `pool` fast path, PGlite): SQL text with embedded literals. */
 export function createPostgresDialect(db: Kysely<any>, table: TableName, { pool }: PostgresOptions): StoreDialect {
-  // Prepared once per connection where the store holds its connections (see postgres-prepared-statements.ts and PostgresStore).
+  // Prepared once per connection where the store holds its connections (see postgres-prepared-statements.ts and
+  // PostgresStore).
   const prepared = new PreparedStatements();
   const store = new PostgresStore(db, pool, table, prepared);
   return {

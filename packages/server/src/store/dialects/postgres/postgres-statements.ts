@@ -56,12 +56,18 @@ function fromNowSql(ms: string): string {
 
 /** Row `a` is expired and no live lease holds it: a new claim may take it over. */
 function expiredAndFree(a: string): string {
-  return `(${a}.expires_at <= clock_timestamp() AND NOT (${a}.status = 'in_progress' AND ${a}.locked_until > clock_timestamp()))`;
+  return (
+    `(${a}.expires_at <= clock_timestamp() ` +
+    `AND NOT (${a}.status = 'in_progress' AND ${a}.locked_until > clock_timestamp()))`
+  );
 }
 
 /** Row `a` is a claim of the same payload whose holder's lease ran out: lease mode takes it over. */
 function deadLease(a: string, fingerprint: string, path: string): string {
-  return `(${a}.status = 'in_progress' AND ${a}.locked_until <= clock_timestamp() AND ${a}.fingerprint = ${fingerprint} AND ${a}.path = ${path})`;
+  return (
+    `(${a}.status = 'in_progress' AND ${a}.locked_until <= clock_timestamp() ` +
+    `AND ${a}.fingerprint = ${fingerprint} AND ${a}.path = ${path})`
+  );
 }
 
 /**
@@ -73,8 +79,12 @@ function deadLease(a: string, fingerprint: string, path: string): string {
  * becomes 1 ms (see `waitMs`): lock_timeout = 0 would mean "wait forever".
  */
 function boundLockWaitSql(timeout: string): string {
-  return `set_config('lock_timeout', CASE WHEN set_config('${SAVED_LOCK_TIMEOUT}', ${firstValue(SAVED_LOCK_TIMEOUT, "current_setting('lock_timeout')")}, true) IS NULL
-    OR set_config('${CLAIM_SNAPSHOT}', ${firstValue(CLAIM_SNAPSHOT, 'pg_current_snapshot()::text')}, true) IS NULL THEN NULL ELSE ${timeout} END, true) IS NOT NULL`;
+  return (
+    `set_config('lock_timeout', CASE WHEN set_config('${SAVED_LOCK_TIMEOUT}', ` +
+    `${firstValue(SAVED_LOCK_TIMEOUT, "current_setting('lock_timeout')")}, true) IS NULL
+    OR set_config('${CLAIM_SNAPSHOT}', ${firstValue(CLAIM_SNAPSHOT, 'pg_current_snapshot()::text')}` +
+    `, true) IS NULL THEN NULL ELSE ${timeout} END, true) IS NOT NULL`
+  );
 }
 
 /** The lock wait in whole milliseconds, at least 1. */
@@ -97,7 +107,9 @@ function firstValue(setting: string, value: string): string {
   return `coalesce(nullif(current_setting('${setting}', true), ''), ${value})`;
 }
 
-const RESTORE_TIMEOUTS = `set_config('lock_timeout', current_setting('${SAVED_LOCK_TIMEOUT}'), true) AS lock_timeout_restored,
+const RESTORE_TIMEOUTS =
+  `set_config('lock_timeout', current_setting('${SAVED_LOCK_TIMEOUT}'), true) ` +
+  `AS lock_timeout_restored,
   set_config('statement_timeout', current_setting('${SAVED_STATEMENT_TIMEOUT}'), true) AS statement_timeout_restored`;
 
 /**
@@ -109,7 +121,11 @@ const RESTORE_TIMEOUTS = `set_config('lock_timeout', current_setting('${SAVED_LO
  * the key taken ends its transaction, and with it the setting.
  */
 function liftStatementTimeoutSql(timeout: string): string {
-  return `SELECT set_config('statement_timeout', CASE WHEN set_config('${SAVED_STATEMENT_TIMEOUT}', current_setting('statement_timeout'), true) IS NULL THEN NULL ELSE ${timeout} END, true) AS statement_timeout_lifted`;
+  return (
+    `SELECT set_config('statement_timeout', CASE WHEN set_config('${SAVED_STATEMENT_TIMEOUT}', ` +
+    `current_setting('statement_timeout'), true) IS NULL THEN NULL ELSE ${timeout} END, true) ` +
+    `AS statement_timeout_lifted`
+  );
 }
 
 /** The claim's statement_timeout: none, its lock wait is bounded by lock_timeout. */
@@ -130,8 +146,9 @@ const LIFT_STATEMENT_TIMEOUT = liftStatementTimeoutSql(NO_STATEMENT_TIMEOUT);
 export class PostgresStatements implements Statements {
   readonly #t: string;
   /**
-   * The completion, the claim and its lift, prepared once per connection on node-postgres (see postgres-prepared-statements.ts);
-   * undefined elsewhere. The completion is defined first: a connection that has the claim has it too.
+   * The completion, the claim and its lift, prepared once per connection on node-postgres (see
+   * postgres-prepared-statements.ts); undefined elsewhere. The completion is defined first: a connection that has the
+   * claim has it too.
    */
   readonly #prepared: PreparedStatements | undefined;
   readonly #completeName: string | undefined;
@@ -191,40 +208,51 @@ RETURNING ${EXPIRES_MS}${timeout !== undefined ? `, ${RESTORE_TIMEOUTS}` : ''}`;
    */
   takeOverTransaction(v: ClaimValues, lockTimeoutMs?: number): string[] {
     const bounded = lockTimeoutMs !== undefined;
-    const update = `UPDATE ${this.#t} AS k SET fingerprint = ${literal(v.fingerprint)}, path = ${literal(v.path)},
+    const update =
+      `UPDATE ${this.#t} AS k SET fingerprint = ${literal(v.fingerprint)}, path = ${literal(v.path)},
   status = 'in_progress', token = NULL, locked_until = NULL, response = NULL,
   created_at = clock_timestamp(), expires_at = ${fromNow(v.ttlMs)}
-WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND ${expiredAndFree('k')}${bounded ? ` AND ${boundLockWaitSql(waitLiteral(lockTimeoutMs))}` : ''}
+WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} ` +
+      `AND ${expiredAndFree('k')}${bounded ? ` AND ${boundLockWaitSql(waitLiteral(lockTimeoutMs))}` : ''}
 RETURNING ${EXPIRES_MS}${bounded ? `, ${RESTORE_TIMEOUTS}` : ''}`;
     return bounded ? [LIFT_STATEMENT_TIMEOUT, update] : [update];
   }
 
   /** Lease-mode claim (autocommit): inserts the row as in_progress with a lease and fencing token. */
   claimLease(v: LeaseClaim): string {
-    return `INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, token, locked_until, created_at, expires_at)
-VALUES (${literal(v.scope)}, ${literal(v.key)}, ${literal(v.fingerprint)}, ${literal(v.path)}, 'in_progress', ${literal(v.token)},
+    return (
+      `INSERT INTO ${this.#t} AS k (scope, key, fingerprint, path, status, ` +
+      `token, locked_until, created_at, expires_at)
+VALUES (${literal(v.scope)}, ${literal(v.key)}, ${literal(v.fingerprint)}, ` +
+      `${literal(v.path)}, 'in_progress', ${literal(v.token)},
   ${fromNow(v.leaseMs)},
   clock_timestamp(), ${fromNow(v.ttlMs)})
 ON CONFLICT (scope, key) DO NOTHING
-RETURNING ${EXPIRES_MS}`;
+RETURNING ${EXPIRES_MS}`
+    );
   }
 
   /**
    * Lease mode (autocommit), after `claimLease` found the key taken: takes over an expired row, or a dead holder's
    * claim of the same payload whose lease ran out. An in_progress row is taken over only if the key's advisory lock
    * is free too (see `holdLease`): a lapsed lease alone may just mean starved renewals. The try-lock is released at
-   * the end of this statement; the taker takes it again in its handler transaction. Returns `expires_ms` when this call now owns the key.
+   * the end of this statement; the taker takes it again in its handler transaction. Returns `expires_ms` when this
+   * call now owns the key.
    */
   takeOverLease(v: LeaseClaim): string {
     const fp = literal(v.fingerprint);
     const path = literal(v.path);
-    return `UPDATE ${this.#t} AS k SET fingerprint = ${fp}, path = ${path}, status = 'in_progress', token = ${literal(v.token)},
+    return (
+      `UPDATE ${this.#t} AS k SET fingerprint = ${fp}, path = ${path}, ` +
+      `status = 'in_progress', token = ${literal(v.token)},
   locked_until = ${fromNow(v.leaseMs)}, response = NULL,
   created_at = clock_timestamp(), expires_at = ${fromNow(v.ttlMs)}
 WHERE k.scope = ${literal(v.scope)} AND k.key = ${literal(v.key)} AND CASE WHEN k.status = 'in_progress'
-  THEN CASE WHEN ${expiredAndFree('k')} OR ${deadLease('k', fp, path)} THEN pg_try_advisory_xact_lock(${this.#lockKey(literal(v.scope), literal(v.key))}) ELSE false END
+  THEN CASE WHEN ${expiredAndFree('k')} OR ${deadLease('k', fp, path)} ` +
+      `THEN pg_try_advisory_xact_lock(${this.#lockKey(literal(v.scope), literal(v.key))}) ELSE false END
   ELSE ${expiredAndFree('k')} END
-RETURNING ${EXPIRES_MS}`;
+RETURNING ${EXPIRES_MS}`
+    );
   }
 
   /**
@@ -236,14 +264,18 @@ RETURNING ${EXPIRES_MS}`;
    */
   holdLease(r: LeaseOwner): string[] {
     return [
-      `SELECT pg_advisory_xact_lock(${this.#lockKey(literal(r.scope), literal(r.key))}) FROM ${this.#t} WHERE ${this.#owns(r)}`,
+      `SELECT pg_advisory_xact_lock(${this.#lockKey(literal(r.scope), literal(r.key))})` +
+        ` FROM ${this.#t} WHERE ${this.#owns(r)}`,
       `SELECT 1 AS owned FROM ${this.#t} WHERE ${this.#owns(r)}`,
     ];
   }
 
   /** Reads the row as it is now (a separate statement gets a fresh READ COMMITTED snapshot after a wait). */
   select(r: RowKey): string {
-    return `SELECT ${ROW_COLUMNS} FROM ${this.#t} AS t WHERE t.scope = ${literal(r.scope)} AND t.key = ${literal(r.key)}`;
+    return (
+      `SELECT ${ROW_COLUMNS} FROM ${this.#t} AS t ` +
+      `WHERE t.scope = ${literal(r.scope)} AND t.key = ${literal(r.key)}`
+    );
   }
 
   savepoint(): string {
@@ -279,7 +311,10 @@ RETURNING ${EXPIRES_MS}`;
    */
   complete(r: RowKey, response: string, ttlMs: number, prepared = false, guarded = false): string {
     if (prepared && this.#completeName) {
-      return `EXECUTE ${this.#completeName}(${literal(r.scope)}, ${literal(r.key)}, ${literal(response)}, ${int(ttlMs)})`;
+      return (
+        `EXECUTE ${this.#completeName}(${literal(r.scope)}, ${literal(r.key)}, ` +
+        `${literal(response)}, ${int(ttlMs)})`
+      );
     }
     return this.#completeSql(literal(r.scope), literal(r.key), stored(response, ttlMs), guarded);
   }
@@ -310,7 +345,8 @@ WHERE k.response IS NULL AND k.token IS NULL`;
 
   /**
    * Lease mode: stores the result only while `token` still owns the row (a takeover, possible only once the holder's
-   * connection and so its advisory lock were lost, changed it). When the owner was fenced off, no row matches and the division by zero (22012) aborts the transaction, so the COMMIT that follows
+   * connection and so its advisory lock were lost, changed it). When the owner was fenced off, no row matches and
+   * the division by zero (22012) aborts the transaction, so the COMMIT that follows
    * in the same round trip cannot commit the stale owner's writes.
    */
   completeFenced(r: LeaseOwner, response: string, ttlMs: number): string {
@@ -322,7 +358,8 @@ SELECT 1 / (SELECT count(*)::int FROM done) AS still_owner`;
   /**
    * Lease mode, autocommit: extends the leases of every listed owner that still holds its claim, in one statement
    * (one round trip per renewal tick however many calls run). A lapsed lease whose token still owns the row is
-   * renewed: its holder's advisory lock kept it from being taken over. Returns the token of each renewed lease; a missing one lost its claim.
+   * renewed: its holder's advisory lock kept it from being taken over. Returns the token of each renewed lease; a
+   * missing one lost its claim.
    */
   renewLeases(owners: readonly (RowKey & { token: string; locked: boolean })[], leaseMs: number): string {
     const values = owners
@@ -340,8 +377,11 @@ RETURNING k.token`;
 
   /** Lease mode, autocommit: frees the key after a failure, if this owner still holds it. */
   releaseLease(r: LeaseOwner): string {
-    return `DELETE FROM ${this.#t}
-WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'`;
+    return (
+      `DELETE FROM ${this.#t}
+WHERE scope = ${literal(r.scope)} AND key = ${literal(r.key)} ` +
+      `AND token = ${literal(r.token)} AND status = 'in_progress'`
+    );
   }
 
   /** Lease mode, autocommit: stores a deterministic error after the handler's transaction was rolled back. */
@@ -356,7 +396,10 @@ RETURNING 1 AS stored`;
    * transaction holds the key's advisory lock nobody can take it over, and a takeover changes the token.
    */
   #owns(r: LeaseOwner): string {
-    return `scope = ${literal(r.scope)} AND key = ${literal(r.key)} AND token = ${literal(r.token)} AND status = 'in_progress'`;
+    return (
+      `scope = ${literal(r.scope)} AND key = ${literal(r.key)} ` +
+      `AND token = ${literal(r.token)} AND status = 'in_progress'`
+    );
   }
 
   /**

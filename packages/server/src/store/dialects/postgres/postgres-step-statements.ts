@@ -38,5 +38,8 @@ export class PostgresStepStatements implements StepStatements {
 }
 
 function owns(o: LeaseOwner): string {
-  return `scope = ${literal(o.scope)} AND key = ${literal(o.key)} AND token = ${literal(o.token)} AND status = 'in_progress'`;
+  return (
+    `scope = ${literal(o.scope)} AND key = ${literal(o.key)} ` +
+    `AND token = ${literal(o.token)} AND status = 'in_progress'`
+  );
 }

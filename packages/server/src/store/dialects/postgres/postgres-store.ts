@@ -25,7 +25,7 @@ export class PostgresStore implements Store {
   /** General path only: the driver sends a text of several statements in one round trip (see JoinedSession). */
   #joined = false;
   #table: TableName;
-  /** The claim, prepared once per connection where the store holds its connections (see postgres-prepared-statements.ts). */
+  /** The claim, prepared once per connection where the store holds its connections (postgres-prepared-statements). */
   #prepared: PreparedStatements | undefined;
 
   constructor(db: Kysely<any>, pool: PgPoolLike | undefined, table: TableName, prepared?: PreparedStatements) {
@@ -149,7 +149,8 @@ export class PostgresStore implements Store {
   /**
    * Runs a lease renewal (autocommit). On the fast path it has a connection of its own, so it never queues behind
    * the handlers whose leases it renews; on the general path it shares `db`'s pool (a renewal that cannot get through
-   * costs nothing but a stale `locked_until`: the holder's advisory lock keeps its claim, see PostgresStatements.holdLease).
+   * costs nothing but a stale `locked_until`: the holder's advisory lock keeps its claim, see
+   * PostgresStatements.holdLease).
    */
   async renew(statement: string): Promise<Row[]> {
     if (this.#renewal) return this.#renewal.query(statement);

@@ -56,7 +56,8 @@ ON CONFLICT (scope, key) DO NOTHING RETURNING expires_at AS expires_ms`,
     return [
       withWait(
         plain(
-          `UPDATE ${this.#t} AS k SET fingerprint = ?, path = ?, status = 'in_progress', token = NULL, locked_until = NULL,
+          `UPDATE ${this.#t} AS k SET fingerprint = ?, path = ?, status = 'in_progress', ` +
+            `token = NULL, locked_until = NULL,
   response = NULL, created_at = ${NOW_MS}, expires_at = ${NOW_MS} + ${int(v.ttlMs)}
 WHERE k.scope = ? AND k.key = ? AND ${expiredAndFree('k')} RETURNING expires_at AS expires_ms`,
           [v.fingerprint, text(v.path), text(v.scope), text(v.key)],
@@ -145,7 +146,8 @@ RETURNING token`,
 
   /**
    * First in the holder's handler transaction: whether `token` still owns the row. The holder's BEGIN IMMEDIATE holds
-   * the file's write lock, so no takeover can happen while it runs; the first step stands where Postgres takes its lock.
+   * the file's write lock, so no takeover can happen while it runs; the first step stands where Postgres takes its
+   * lock.
    */
   holdLease(r: LeaseOwner): Step[] {
     return [async () => [], plain(`SELECT 1 AS owned FROM ${this.#t} WHERE ${owns(false)}`, ownerValues(r))];
@@ -174,7 +176,10 @@ function stored(ttlMs: number): string {
 
 /** The row is still the owner's claim (and, with `liveLease`, its lease has not lapsed): scope, key, token follow. */
 function owns(liveLease: boolean): string {
-  return `scope = ? AND key = ? AND token = ? AND status = 'in_progress'${liveLease ? ` AND locked_until > ${NOW_MS}` : ''}`;
+  return (
+    `scope = ? AND key = ? AND token = ? ` +
+    `AND status = 'in_progress'${liveLease ? ` AND locked_until > ${NOW_MS}` : ''}`
+  );
 }
 
 function ownerValues(r: LeaseOwner): unknown[] {

@@ -37,7 +37,8 @@ function values(o: LeaseOwner): unknown[] {
  */
 export async function addSqliteStepsColumn(store: SqliteStore, table: TableName): Promise<void> {
   const { schema, name } = table.parts;
-  const info = `SELECT COUNT(*) AS n FROM pragma_table_info('${name}'${schema ? `, '${schema}'` : ''}) WHERE name = 'steps'`;
+  const of = schema ? `'${name}', '${schema}'` : `'${name}'`;
+  const info = `SELECT COUNT(*) AS n FROM pragma_table_info(${of}) WHERE name = 'steps'`;
   const rows = (await store.autocommit([plain(info)]))[0] ?? [];
   if (Number(rows[0]?.n) > 0) return;
   try {
