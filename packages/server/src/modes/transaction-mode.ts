@@ -16,8 +16,6 @@ import {
 } from '../middleware/outcomes.js';
 import { oversizedBytes } from '../middleware/response-limit.js';
 import type { Row, Session, Statement } from '../store/dialects/dialect.js';
-import { isExecute } from '../store/dialects/postgres/postgres-prepared-statements.js';
-import { committedBefore } from '../store/dialects/postgres/postgres-snapshot.js';
 import { traced } from '../telemetry/call-trace.js';
 import { SPAN } from '../telemetry/names.js';
 import { endedTransactionFailure, lostClaimFailure } from './ended-transaction.js';
@@ -58,7 +56,7 @@ export async function runTransactionMode(rt: Runtime, call: Call, next: NextFn):
     }
     if (row.fingerprint !== call.fingerprint || row.path !== call.path) throw mismatch(rt, call);
     if (row.status === 'done' && typeof row.response === 'string') {
-      if (claimWaited(row)) event(rt, call, 'waited');
+      if (rt.sql.waitedFor?.(row)) event(rt, call, 'waited');
       return replayRow(rt, call, row.response, claim.readAt + Number(row.expires_in_ms));
     }
     // A live lease-mode claim in the same table: nothing to wait on here.
@@ -84,7 +82,7 @@ async function claimKey(
   // The row's expiry counts from the claim by the database's clock: on ours, no earlier than from now.
   const sentAt = performance.now();
   // A prepared claim that ran proves its connection has the prepared completion (see PostgresStatements.complete).
-  const prepared = claim.some((statement) => typeof statement === 'string' && isExecute(statement));
+  const prepared = sql.ranPrepared?.(claim) ?? false;
   const joined = store.beginClaim?.([...claim, sql.savepoint()], call);
   if (joined) {
     // The general path on node-postgres: claim and savepoint in one round trip, ownership told by a check.
@@ -117,11 +115,6 @@ interface Owned {
   sentAt: number;
   prepared: boolean;
   existing?: undefined;
-}
-
-/** The row we replay was committed after our claim began: the claim blocked on the original until it committed. */
-function claimWaited(row: Row): boolean {
-  return typeof row.claim_snapshot === 'string' && !committedBefore(row.claim_snapshot, String(row.xmin));
 }
 
 async function runOwned(rt: Runtime, call: Call, next: NextFn, claim: Owned): Promise<MiddlewareResultLike> {

@@ -163,6 +163,16 @@ export interface Statements {
    * stores `response` (the error that says why) on a key whose completion changed no row.
    */
   storeLostClaim?(v: ClaimValues, response: string): Statement;
+  /**
+   * Postgres only: `claim` (from `claimTransaction` / `takeOverTransaction`) ran as the prepared claim, which proves
+   * its connection has the prepared completion (`complete`'s `prepared`). Absent: never.
+   */
+  ranPrepared?(claim: readonly Statement[]): boolean;
+  /**
+   * Postgres only: `row`, read by `select` after a claim found the key taken, was committed after that claim began,
+   * so the claim waited for the original (the `waited` event). Absent: never told.
+   */
+  waitedFor?(row: Row): boolean;
   /** Lease mode: stores the result only while `r.token` still owns the row, else fails. */
   completeFenced(r: LeaseOwner, response: string, ttlMs: number): Statement;
   /** Lease mode, autocommit: extends the listed owners' leases; returns the token of each one renewed. */

@@ -1,3 +1,8 @@
+/*
+ * Over 300 lines on purpose: every statement of the Statements contract for MySQL / MariaDB in one file, method by
+ * method beside postgres-statements.ts, with the named-lock helpers the lease statements share.
+ */
+
 import { savepointSteps } from '../../connection/savepoint-steps.js';
 import { completing, fenced, plain } from '../../connection/step.js';
 import { int } from '../../sql-int.js';

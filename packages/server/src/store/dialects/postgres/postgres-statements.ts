@@ -1,8 +1,15 @@
+/*
+ * Over 300 lines on purpose: every statement of the Statements contract for Postgres, and the SQL fragments they
+ * share (lock-wait bound, timeouts, expiry), in one file, so what the claim, takeover and completion send can be
+ * read and reviewed side by side. The other dialects' statements mirror this file method by method.
+ */
+
 import { int } from '../../sql-int.js';
 import type { TableName } from '../../table-name.js';
-import type { ClaimValues, LeaseClaim, LeaseOwner, RowKey, Statements } from '../dialect.js';
+import type { ClaimValues, LeaseClaim, LeaseOwner, Row, RowKey, Statement, Statements } from '../dialect.js';
 import { literal } from './postgres-literal.js';
-import type { PreparedStatements } from './postgres-prepared-statements.js';
+import { isExecute, type PreparedStatements } from './postgres-prepared-statements.js';
+import { committedBefore } from './postgres-snapshot.js';
 
 /**
  * How every Postgres transaction of ours opens. Each characteristic is said, not inherited from the session: a
@@ -271,6 +278,15 @@ RETURNING ${EXPIRES_MS}`
   }
 
   /** Reads the row as it is now (a separate statement gets a fresh READ COMMITTED snapshot after a wait). */
+  ranPrepared(claim: readonly Statement[]): boolean {
+    return claim.some((statement) => typeof statement === 'string' && isExecute(statement));
+  }
+
+  /** The row's writer (`xmin`) was not yet committed for the claim's snapshot (see postgres-snapshot.ts). */
+  waitedFor(row: Row): boolean {
+    return typeof row.claim_snapshot === 'string' && !committedBefore(row.claim_snapshot, String(row.xmin));
+  }
+
   select(r: RowKey): string {
     return (
       `SELECT ${ROW_COLUMNS} FROM ${this.#t} AS t ` +
