@@ -76,7 +76,7 @@ export function createIdempotency<TContext extends object, DB, TRequired extends
     db,
     store: dialect.store,
     sql: dialect.sql,
-    stepSql: dialect.steps,
+    stepSql: dialect.stepSql,
     errors: dialect.errors,
     scopeStorage: dialect,
     cache: resolved.cache === false ? undefined : new ReplayCache(resolved.cache),

@@ -230,7 +230,7 @@ export interface StoreDialect {
   readonly store: Store;
   readonly sql: Statements;
   /** Lease mode's durable steps (modes/steps.ts). */
-  readonly steps: StepStatements;
+  readonly stepSql: StepStatements;
   /** What its driver's errors mean. */
   readonly errors: DialectErrors;
   /** Creates the table and its expiry index if missing; safe when several instances run it at once. */

@@ -20,7 +20,7 @@ export function createMysqlDialect(db: Kysely<any>, table: TableName, variant?: 
     name: 'mysql',
     store,
     sql: new MysqlStatements(table, store.server),
-    steps: new MysqlStepStatements(table),
+    stepSql: new MysqlStepStatements(table),
     errors: mysqlErrors,
     async migrate() {
       const held = await store.hold();

@@ -19,7 +19,7 @@ export function createPostgresDialect(db: Kysely<any>, table: TableName, { pool 
     name: 'postgres',
     store,
     sql: new PostgresStatements(table, prepared, pool !== undefined),
-    steps: new PostgresStepStatements(table),
+    stepSql: new PostgresStepStatements(table),
     errors: postgresErrors,
     async migrate() {
       const { session } = await store.begin([...migrationStatements(table), addStepsColumn(table)]);

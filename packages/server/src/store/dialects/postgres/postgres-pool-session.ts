@@ -11,7 +11,7 @@ import { BEGIN } from './postgres-statements.js';
  * completion with COMMIT), so a first execution costs two round trips of our own. The handler's Kysely runs on
  * the same checked-out client.
  */
-export class PgSession implements Session {
+export class PoolSession implements Session {
   readonly executor: QueryExecutor;
   #client: PgClientLike;
   #provider: SessionConnectionProvider;
@@ -42,9 +42,9 @@ export class PgSession implements Session {
     statements: readonly string[],
     before: readonly string[] = [],
     prepared?: PreparedStatements,
-  ): Promise<{ session: PgSession; rows: Row[][] }> {
+  ): Promise<{ session: PoolSession; rows: Row[][] }> {
     const client = await pool.connect();
-    const session = new PgSession(client, root, prepared);
+    const session = new PoolSession(client, root, prepared);
     try {
       if (prepared && statements.some(isExecute)) await prepareOn(client, (text) => client.query(text), prepared);
       const rows = await session.#send([...before, BEGIN, ...statements]);

@@ -17,7 +17,7 @@
 export class PreparedStatements {
   /**
    * False once a connection had lost a statement prepared on it (`DISCARD ALL`, `DEALLOCATE`, a pooler handing out
-   * another backend per transaction), or had one we did not know of (see PgSession): the instance sends plain texts
+   * another backend per transaction), or had one we did not know of (see PoolSession): the instance sends plain texts
    * from then on.
    */
   enabled = true;

@@ -4,7 +4,7 @@ import type { TableName } from '../../table-name.js';
 import type { Row, RowKey, Session, Store } from '../dialect.js';
 import type { PgPoolLike } from './pg-pool-like.js';
 import { JoinedSession, KyselySession } from './postgres-kysely-session.js';
-import { PgSession } from './postgres-pool-session.js';
+import { PoolSession } from './postgres-pool-session.js';
 import type { PreparedStatements } from './postgres-prepared-statements.js';
 import { RenewalClient } from './postgres-renewal-client.js';
 import { BEGIN, claimedCheck, SAVEPOINT } from './postgres-statements.js';
@@ -105,7 +105,7 @@ export class PostgresStore implements Store {
     const unlock = await this.#mutex?.lock();
     try {
       const opened = this.#pool
-        ? await PgSession.begin(this.#pool, this.root, statements, [], this.#prepared)
+        ? await PoolSession.begin(this.#pool, this.root, statements, [], this.#prepared)
         : this.#joined
           ? await JoinedSession.begin(this.root, statements)
           : await KyselySession.begin(this.root, statements, unlock !== undefined);
@@ -142,7 +142,7 @@ export class PostgresStore implements Store {
   ): Promise<{ session: Session; rows: Row[][] }> {
     if (!this.#pool) throw new Error('idempotency: commitThenBegin needs the pg fast path');
     // Its own BEGIN … COMMIT: in a multi-statement text, statements ahead of a BEGIN would join its transaction.
-    const opened = await PgSession.begin(this.#pool, this.root, after, [BEGIN, statement, 'COMMIT']);
+    const opened = await PoolSession.begin(this.#pool, this.root, after, [BEGIN, statement, 'COMMIT']);
     return { session: opened.session, rows: [opened.rows[1] ?? [], ...opened.rows.slice(3)] };
   }
 

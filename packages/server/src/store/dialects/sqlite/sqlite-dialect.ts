@@ -14,7 +14,7 @@ export function createSqliteDialect(db: Kysely<any>, table: TableName, waitMs: n
     name: 'sqlite',
     store,
     sql: new SqliteStatements(table),
-    steps: new SqliteStepStatements(table),
+    stepSql: new SqliteStepStatements(table),
     errors: sqliteErrors,
     async migrate() {
       await store.write(sqliteMigrationStatements(table));
