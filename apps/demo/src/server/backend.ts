@@ -30,7 +30,7 @@ export const database = shared.handle;
 
 export const idempotency = createIdempotency({
   db: database.db,
-  pool: database.pool,
+  postgres: { pool: database.pool },
   scope: ({ ctx }: { ctx: DemoContext }) => `user:${ctx.userId}`,
   wait: WAIT_MS,
 });
