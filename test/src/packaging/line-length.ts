@@ -16,10 +16,9 @@ export interface LongLine {
 
 /**
  * Every line past `MAX_COLUMNS` in the `src/` folders of the repository's `packages/*`, counted in code points (a
- * `—` or `µ` is one column). `skip` leaves out the files whose path (relative, `/`-separated) starts with one of its
- * prefixes.
+ * `—` or `µ` is one column).
  */
-export function findLongLines(root: string, skip: readonly string[] = []): LongLine[] {
+export function findLongLines(root: string): LongLine[] {
   const packages = join(root, 'packages');
   const found: LongLine[] = [];
   for (const entry of byName(readdirSync(packages, { withFileTypes: true }))) {
@@ -27,7 +26,6 @@ export function findLongLines(root: string, skip: readonly string[] = []): LongL
     if (!entry.isDirectory() || !existsSync(src)) continue;
     for (const path of sourceFiles(src)) {
       const file = relative(root, path).split(sep).join('/');
-      if (skip.some((prefix) => file.startsWith(prefix))) continue;
       readFileSync(path, 'utf8')
         .split(/\r?\n/)
         .forEach((text, index) => {
